@@ -1,0 +1,143 @@
+"""Integrity of released files: sizes and sha256, checked while the file is read.
+
+The builders read each released file once; :class:`HashingReader` computes its sha256 on the way
+so that verification costs no second pass. :func:`check_checksum` turns a mismatch into an error
+that names the file, the expected and the actual hash, and recognises known older releases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Mapping, Optional
+
+CHUNK_SIZE = 1 << 20
+
+
+class ChecksumError(ValueError):
+    """A file's size or sha256 is not the pinned one."""
+
+
+@dataclass(frozen=True)
+class FileChecksum:
+    """The pinned identity of one released file: its name, size in bytes and sha256 (hex)."""
+
+    name: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class KnownRelease:
+    """Another release of a file, recognised by its checksum, with what to tell the user."""
+
+    checksum: FileChecksum
+    message: str
+
+
+@dataclass
+class Digest:
+    """Size and sha256 of bytes seen so far."""
+
+    size: int = 0
+    _hash: "hashlib._Hash" = field(default_factory=hashlib.sha256, repr=False)
+
+    def update(self, data: bytes) -> None:
+        self.size += len(data)
+        self._hash.update(data)
+
+    @property
+    def sha256(self) -> str:
+        return self._hash.hexdigest()
+
+
+def file_digest(path: os.PathLike | str) -> Digest:
+    """Size and sha256 of a file, read in 1 MiB chunks.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x"
+    >>> _ = p.write_bytes(b"abc")
+    >>> d = file_digest(p)
+    >>> d.size, d.sha256[:12]
+    (3, 'ba7816bf8f01')
+    """
+    digest = Digest()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK_SIZE):
+            digest.update(chunk)
+    return digest
+
+
+class HashingReader(io.RawIOBase):
+    """A read-only file wrapper that hashes every byte read through it.
+
+    Call :meth:`drain` after the consumer stops reading (a tar reader stops at the end-of-archive
+    marker, before the padding) so that the digest covers the whole file.
+    """
+
+    def __init__(self, raw: BinaryIO):
+        super().__init__()
+        self._raw = raw
+        self.digest = Digest()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._raw.read(len(buffer))
+        n = len(data)
+        buffer[:n] = data
+        self.digest.update(data)
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self.digest.update(data)
+        return data
+
+    def drain(self) -> Digest:
+        while chunk := self._raw.read(CHUNK_SIZE):
+            self.digest.update(chunk)
+        return self.digest
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def check_checksum(
+    path: os.PathLike | str,
+    actual: Digest,
+    expected: FileChecksum,
+    known_releases: Mapping[str, KnownRelease] | None = None,
+) -> None:
+    """Raise :class:`ChecksumError` unless ``actual`` matches ``expected``.
+
+    ``known_releases`` maps sha256 → :class:`KnownRelease` for other releases of the file that
+    should be named in the error instead of a bare mismatch.
+    """
+    if actual.size == expected.size and actual.sha256 == expected.sha256:
+        return
+    known = (known_releases or {}).get(actual.sha256)
+    if known is not None:
+        raise ChecksumError(f"{Path(path).name}: {known.message}")
+    raise ChecksumError(
+        f"checksum mismatch for {path}: expected sha256 {expected.sha256} ({expected.size} bytes), "
+        f"got sha256 {actual.sha256} ({actual.size} bytes). The file is corrupt, truncated or not "
+        f"the pinned release of {expected.name}; delete it and download it again, or pass "
+        f"verification_mode='no_checks' (--no-verify) if you know what you are doing."
+    )
+
+
+def verify_file(
+    path: os.PathLike | str,
+    expected: FileChecksum,
+    known_releases: Optional[Mapping[str, KnownRelease]] = None,
+) -> Digest:
+    """Hash a whole file and check it against ``expected``; return its digest."""
+    digest = file_digest(path)
+    check_checksum(path, digest, expected, known_releases)
+    return digest

@@ -1,0 +1,23 @@
+"""Run the examples in the docstrings of the library modules as tests."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "pipeline.atomic",
+    "pipeline.integrity",
+    "pipeline.export",
+    "imagenetv2.classes",
+    "imagenetv2.variants",
+    "pipeline.synthetic",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{name} has no examples"
+    assert result.failed == 0
