@@ -202,11 +202,17 @@ def build_configs(
     data_dir: Optional[str] = None,
     cache_dir: Optional[str] = None,
     verify: bool = True,
+    builder_kwargs: Optional[Mapping[str, Mapping[str, object]]] = None,
 ) -> list[ConfigExport]:
-    """Run the builder for each config and return the exports, default config flagged."""
+    """Run the builder for each config and return the exports, default config flagged.
+
+    ``builder_kwargs`` maps a config name to more keyword arguments for its builder (for example
+    a rebuilt revision's ``revision_file``).
+    """
     exports = []
     for name in configs:
-        builder = package.builder_cls(config_name=name, data_dir=data_dir, cache_dir=cache_dir)
+        kwargs = dict((builder_kwargs or {}).get(name, {}))
+        builder = package.builder_cls(config_name=name, data_dir=data_dir, cache_dir=cache_dir, **kwargs)
         builder.download_and_prepare(verification_mode="basic_checks" if verify else "no_checks")
         exports.append(ConfigExport(name, builder.as_dataset(split="test"), default=name == package.default_config))
     return exports
@@ -220,14 +226,21 @@ def export_package(
     data_dir: Optional[str] = None,
     cache_dir: Optional[str] = None,
     verify: bool = True,
+    builder_kwargs: Optional[Mapping[str, Mapping[str, object]]] = None,
+    card_body: Optional[Callable[[Mapping[str, datasets.Dataset]], str]] = None,
 ) -> Path:
-    """Build ``configs`` (default: all) and write the Hub-ready folder ``output``."""
+    """Build ``configs`` (default: all) and write the Hub-ready folder ``output``.
+
+    ``card_body`` replaces the package's card prose (a rebuilt revision describes itself).
+    """
     configs = list(configs or package.config_names)
-    exports = build_configs(package, configs, data_dir=data_dir, cache_dir=cache_dir, verify=verify)
+    exports = build_configs(
+        package, configs, data_dir=data_dir, cache_dir=cache_dir, verify=verify, builder_kwargs=builder_kwargs
+    )
     if not any(e.default for e in exports) and len(exports) > 0:
         logger.info("default config %s not built; no config is marked default", package.default_config)
     return write_hub_folder(
-        output, exports, package.card_body, package.card_extra(), extra_files=package.extra_files()
+        output, exports, card_body or package.card_body, package.card_extra(), extra_files=package.extra_files()
     )
 
 
