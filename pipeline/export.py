@@ -173,7 +173,7 @@ class DatasetPackage:
     default_output: str
     card_extra: Callable[[], Mapping[str, object]]
     card_body: Callable[[Mapping[str, datasets.Dataset]], str]
-    extra_files: Callable[[], Mapping[str, bytes]] = dict
+    extra_files: Callable[[Sequence[str]], Mapping[str, bytes]] = lambda config_names: {}  # noqa: E731
 
 
 def build_parser(package: DatasetPackage) -> argparse.ArgumentParser:
@@ -240,7 +240,11 @@ def export_package(
     if not any(e.default for e in exports) and len(exports) > 0:
         logger.info("default config %s not built; no config is marked default", package.default_config)
     return write_hub_folder(
-        output, exports, card_body or package.card_body, package.card_extra(), extra_files=package.extra_files()
+        output,
+        exports,
+        card_body or package.card_body,
+        package.card_extra(),
+        extra_files=package.extra_files(configs),
     )
 
 

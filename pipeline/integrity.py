@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import queue
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Mapping, Optional
@@ -104,6 +106,96 @@ class HashingReader(io.RawIOBase):
         return self.digest
 
     def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class PrefetchingHashingReader(io.RawIOBase):
+    """Like :class:`HashingReader`, but a background thread reads and hashes ahead.
+
+    The thread reads ``chunk_size`` blocks, hashes them (hashlib releases the GIL) and hands them
+    over through a queue of at most ``depth`` blocks, so reading and hashing overlap with the
+    consumer's work while memory stays bounded (``chunk_size * (depth + 2)``).
+    """
+
+    def __init__(self, raw: BinaryIO, chunk_size: int = CHUNK_SIZE, depth: int = 8):
+        super().__init__()
+        self._raw = raw
+        self.digest = Digest()
+        self._queue: "queue.Queue[bytes | BaseException | None]" = queue.Queue(maxsize=depth)
+        self._buffer = memoryview(b"")
+        self._eof = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._fill, args=(chunk_size,), daemon=True)
+        self._thread.start()
+
+    def _fill(self, chunk_size: int) -> None:
+        try:
+            while not self._stop.is_set():
+                chunk = self._raw.read(chunk_size)
+                if not chunk:
+                    break
+                self.digest.update(chunk)
+                self._queue.put(chunk)
+            self._queue.put(None)
+        except BaseException as e:  # handed to the consumer
+            self._queue.put(e)
+
+    def readable(self) -> bool:
+        return True
+
+    def _next_chunk(self) -> bool:
+        if self._eof:
+            return False
+        item = self._queue.get()
+        if item is None:
+            self._eof = True
+            return False
+        if isinstance(item, BaseException):
+            self._eof = True
+            raise item
+        self._buffer = memoryview(item)
+        return True
+
+    def readinto(self, buffer) -> int:
+        if not self._buffer and not self._next_chunk():
+            return 0
+        n = min(len(buffer), len(self._buffer))
+        buffer[:n] = self._buffer[:n]
+        self._buffer = self._buffer[n:]
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            parts = [bytes(self._buffer)]
+            self._buffer = memoryview(b"")
+            while self._next_chunk():
+                parts.append(bytes(self._buffer))
+                self._buffer = memoryview(b"")
+            return b"".join(parts)
+        parts = []
+        while size > 0 and (self._buffer or self._next_chunk()):
+            take = self._buffer[:size]
+            parts.append(bytes(take))
+            self._buffer = self._buffer[len(take):]
+            size -= len(take)
+        return b"".join(parts)
+
+    def drain(self) -> Digest:
+        """Read to the end (the tar reader stops before the padding) and return the digest."""
+        self._buffer = memoryview(b"")
+        while self._next_chunk():
+            self._buffer = memoryview(b"")
+        self._thread.join()
+        return self.digest
+
+    def close(self) -> None:
+        self._stop.set()
+        while self._thread.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                self._queue.get(timeout=0.05)
+            except queue.Empty:
+                pass
         self._raw.close()
         super().close()
 
