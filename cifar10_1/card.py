@@ -7,7 +7,7 @@ describes what is in the folder, not what was meant to be.
 from __future__ import annotations
 
 from importlib import resources
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import datasets
 import numpy as np
@@ -39,8 +39,8 @@ def card_extra() -> dict:
     }
 
 
-def extra_files() -> dict[str, bytes]:
-    """Files exported beside the card."""
+def extra_files(config_names: Sequence[str] = ()) -> dict[str, bytes]:
+    """Files exported beside the card (the same for every selection of configs)."""
     return {CITATION_FILE: citations().encode("utf-8")}
 
 
