@@ -10,8 +10,11 @@ skipped with a debug log.
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import io
 import logging
-import os
+import lzma
 import re
 import tarfile
 import zlib
@@ -105,11 +108,25 @@ class _TopFolder:
         return parts[1:]
 
 
+def decompressed(fileobj: BinaryIO) -> BinaryIO:
+    """``fileobj`` itself, or a decompressing reader over it if it starts with a gzip, bzip2 or xz
+    magic number (whatever the file name says). A truncated compressed stream raises EOFError."""
+    buffered = fileobj if hasattr(fileobj, "peek") else io.BufferedReader(fileobj, buffer_size=TAR_BUFSIZE)
+    magic = buffered.peek(6)[:6]
+    if magic.startswith(b"\x1f\x8b"):
+        return gzip.GzipFile(fileobj=buffered, mode="rb")
+    if magic.startswith(b"BZh"):
+        return bz2.BZ2File(buffered)
+    if magic.startswith(b"\xfd7zXZ\x00"):
+        return lzma.LZMAFile(buffered)
+    return buffered
+
+
 def iter_tar(fileobj: BinaryIO, source: str) -> Iterator[Member]:
     """Yield the images of a tar (plain, gzip, bz2 or xz) read sequentially from ``fileobj``."""
     top = _TopFolder(source)
     try:
-        with tarfile.open(fileobj=fileobj, mode="r|*", bufsize=TAR_BUFSIZE) as tar:
+        with tarfile.open(fileobj=decompressed(fileobj), mode="r|", bufsize=TAR_BUFSIZE) as tar:
             for info in tar:
                 parts = safe_parts(info.name, source)
                 if not parts or is_junk(parts):
@@ -133,7 +150,7 @@ def iter_tar(fileobj: BinaryIO, source: str) -> Iterator[Member]:
                 if len(data) != info.size:
                     raise ArchiveError(f"{source}: {info.name!r} is truncated")
                 yield Member(class_index, candidate_id, "/".join(rel), data)
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
+    except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError) as e:
         raise ArchiveError(
             f"{source}: the archive is truncated or corrupt ({type(e).__name__}: {e}). Download it again."
         ) from e

@@ -47,11 +47,16 @@ def metadata_row(record: Optional[Mapping]) -> dict:
 
 
 def _keep(records: Iterable[Mapping], wanted: Mapping[str, str], found: dict) -> None:
+    """Keep the records of wanted ids. A record's wnid is the class it was *searched* for, which
+    may differ from the class it was assigned to; where an id has several records, prefer one
+    whose wnid is the assigned class, else the first."""
     for record in records:
         candidate_id = record.get("id_ours")
-        if candidate_id in wanted and candidate_id not in found:
-            if record.get("wnid") in (None, wanted[candidate_id]):
-                found[candidate_id] = record
+        if candidate_id not in wanted:
+            continue
+        current = found.get(candidate_id)
+        if current is None or (current.get("wnid") != wanted[candidate_id] and record.get("wnid") == wanted[candidate_id]):
+            found[candidate_id] = record
 
 
 def packaged_records(wanted: Mapping[str, str]) -> dict[str, dict]:

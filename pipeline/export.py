@@ -113,6 +113,22 @@ def read_card(folder: os.PathLike | str) -> DatasetCard:
     return DatasetCard.load(path)
 
 
+def check_replaceable(output: Path) -> None:
+    """Refuse to replace anything but nothing, an empty folder, or a folder this module wrote."""
+    if not output.exists():
+        return
+    if not output.is_dir():
+        raise ValueError(f"refusing to write the dataset folder {output}: a file of that name exists")
+    if not any(output.iterdir()):
+        return
+    if (output / CARD_FILENAME).is_file() and (output / "data").is_dir() and not any(output.rglob("*.py")):
+        return
+    raise ValueError(
+        f"refusing to replace {output}: it is not empty and does not look like a Hub-ready dataset folder "
+        f"(README.md and data/, no Python files). Choose another --output, or remove it first."
+    )
+
+
 def write_hub_folder(
     output: os.PathLike | str,
     exports: Sequence[ConfigExport],
@@ -142,6 +158,7 @@ def write_hub_folder(
     if len(set(names)) != len(names):
         raise ValueError(f"config names must be unique, got {names}")
     output = Path(output)
+    check_replaceable(output)
     with atomic_directory(output) as tmp:
         shard_sizes = {}
         for e in exports:

@@ -16,7 +16,7 @@ from typing import Iterable, Optional, Sequence
 
 import pytest
 
-from imagenetv2 import PACKAGE, get_variant
+from imagenetv2 import PACKAGE, ImageNetV2, get_variant
 from imagenetv2.revisions import expected_images, released_revision_json
 from pipeline.export import export_package
 from pipeline.integrity import FileChecksum, file_digest
@@ -25,6 +25,8 @@ from pipeline.synthetic import tiny_jpeg
 __all__ = [
     "Entry",
     "imagenetv2_archive_dir",
+    "imagenetv2_cache_dir",
+    "imagenetv2_datasets",
     "imagenetv2_hub_folder",
     "release_entries",
     "synthetic_jpeg",
@@ -130,15 +132,33 @@ def imagenetv2_archive_dir(tmp_path_factory) -> tuple[Path, dict[str, FileChecks
 
 
 @pytest.fixture(scope="session")
-def imagenetv2_hub_folder(tmp_path_factory, imagenetv2_archive_dir) -> Path:
+def imagenetv2_cache_dir(tmp_path_factory) -> Path:
+    """The datasets cache shared by the session's synthetic ImageNetV2 builds."""
+    return tmp_path_factory.mktemp("imagenetv2-cache")
+
+
+@pytest.fixture(scope="session")
+def imagenetv2_datasets(imagenetv2_archive_dir, imagenetv2_cache_dir) -> dict:
+    """The test split of each config, built by the builder from the synthetic archives and checked
+    against their checksums (config name → datasets.Dataset)."""
+    data_dir, checksums = imagenetv2_archive_dir
+    built = {}
+    for name, checksum in checksums.items():
+        builder = ImageNetV2(config_name=name, data_dir=str(data_dir), cache_dir=str(imagenetv2_cache_dir), archive_checksum=checksum)
+        builder.download_and_prepare()
+        built[name] = builder.as_dataset(split="test")
+    return built
+
+
+@pytest.fixture(scope="session")
+def imagenetv2_hub_folder(tmp_path_factory, imagenetv2_archive_dir, imagenetv2_cache_dir, imagenetv2_datasets) -> Path:
     """A Hub-ready folder exported from the synthetic archives: all three configs, 10,000 rows
     each, checked against the synthetic archives' checksums. The folder is named ``imagenetv2``."""
     data_dir, checksums = imagenetv2_archive_dir
-    root = tmp_path_factory.mktemp("imagenetv2-hub")
     return export_package(
         PACKAGE,
-        root / "imagenetv2",
+        tmp_path_factory.mktemp("imagenetv2-hub") / "imagenetv2",
         data_dir=str(data_dir),
-        cache_dir=str(root / "cache"),
+        cache_dir=str(imagenetv2_cache_dir),
         builder_kwargs={name: {"archive_checksum": checksum} for name, checksum in checksums.items()},
     )

@@ -11,6 +11,8 @@ MODULES = [
     "pipeline.export",
     "imagenetv2.classes",
     "imagenetv2.variants",
+    "imagenetv2.revisions",
+    "imagenetv2",
     "pipeline.synthetic",
 ]
 
