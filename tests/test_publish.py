@@ -219,3 +219,12 @@ def test_messages_never_show_a_token():
 
     message = describe_failure(Rejected(f"401 for {token}"), "committing", token=token)
     assert token not in message and "rejected the token" in message and "HF_TOKEN" in message
+
+
+@pytest.mark.parametrize("name", ["pipeline.publish", "pipeline.publish_hub", "pipeline.publish_metric"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0

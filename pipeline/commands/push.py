@@ -95,11 +95,13 @@ def _run(args: argparse.Namespace, token) -> int:
                 "Re-run the same command: the files are unchanged, so it only creates the tag."
             )
         else:
-            kept = f"tag {plan.previous_tag}" if plan.previous_tag else "the previous state"
-            note = (
-                f"Nothing was published: branch {plan.branch} and {kept} still give the previous revision. "
-                "Re-run the same command to retry."
-            )
+            if plan.previous_tag:
+                kept = f"branch {plan.branch} and tag {plan.previous_tag} still give the previous revision"
+            elif plan.branch_exists:
+                kept = f"branch {plan.branch} is as it was"
+            else:
+                kept = f"no commit was added to {plan.repo_id}"
+            note = f"Nothing was published: {kept}. Re-run the same command to retry."
         print(f"error: push failed: {describe_failure(e.cause, e.stage, token=token, safe_note=note)}", file=sys.stderr, flush=True)
         return 1
     print(
