@@ -7,6 +7,7 @@ from typing import Mapping, Optional
 
 import datasets
 
+from pipeline.builders import ClearErrors
 from pipeline.integrity import ChecksumError, FileChecksum
 
 from .features import cifar10_1_features
@@ -24,7 +25,7 @@ class Cifar10_1Config(datasets.BuilderConfig):
     checksums: Optional[Mapping[str, FileChecksum]] = None
 
 
-class Cifar10_1(datasets.GeneratorBasedBuilder):
+class Cifar10_1(ClearErrors, datasets.GeneratorBasedBuilder):
     """CIFAR-10.1, a new test set for CIFAR-10 (Recht et al. 2018), lossless, with each image's provenance.
 
     The released files are downloaded from the pinned commit of the CIFAR-10.1 repository, or read
@@ -59,10 +60,6 @@ class Cifar10_1(datasets.GeneratorBasedBuilder):
             splits=datasets.SplitDict({"test": datasets.SplitInfo(name="test", num_examples=variant.num_examples)}),
         )
 
-    def _download_and_prepare(self, dl_manager, verification_mode, **prepare_split_kwargs):
-        self._verify_files = verification_mode != datasets.VerificationMode.NO_CHECKS
-        super()._download_and_prepare(dl_manager, verification_mode, **prepare_split_kwargs)
-
     def _split_generators(self, dl_manager):
         variant = get_variant(self.config.name)
         expected = expected_checksums(variant, self.config.checksums)
@@ -70,7 +67,7 @@ class Cifar10_1(datasets.GeneratorBasedBuilder):
             paths = locate_files(variant, self.config.data_dir)
         else:
             paths = dl_manager.download({role: variant.url(f) for role, f in variant.files.items()})
-        if getattr(self, "_verify_files", True):
+        if self.verify:
             try:
                 verify_files(paths, expected)
             except ChecksumError as e:
