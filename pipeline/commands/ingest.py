@@ -1,0 +1,30 @@
+"""``python -m pipeline ingest``: candidate records, annotation results and images → a pool folder."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ._errors import reporting_errors
+
+HELP = "read candidate records, crowd annotation results (batch-results CSV or JSON) and images into a pool folder"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--candidates", required=True, metavar="FILE", help="candidate search records (.jsonl like candidates_in_final_sets.jsonl, .json, .csv, .parquet)")
+    parser.add_argument("--originals", required=True, metavar="FILE", help="original validation images shown as controls: image_id, wnid (.csv, .json, .jsonl, .parquet)")
+    parser.add_argument("--results", required=True, action="append", metavar="FILE", help="batch-results CSV (HITId, AssignmentId, WorkerId, AssignmentStatus, Input.wnid, Input.images, Answer.selected) or JSON list of assignments; repeatable")
+    parser.add_argument("--images", metavar="DIR|FILE", help="folder of <candidate id>.jpeg files, or a .parquet table of candidate_id and image bytes")
+    parser.add_argument("--output", required=True, metavar="DIR", help="the pool folder to write (replaced atomically)")
+
+
+def run(args: argparse.Namespace) -> int:
+    def main() -> int:
+        from pipeline.ingest import ingest
+
+        report = ingest(args.output, candidates=args.candidates, originals=args.originals, results=args.results, images=args.images)
+        print(json.dumps({k: v for k, v in report.items() if k != "inputs"}, indent=2))
+        print(f"wrote {args.output}")
+        return 0
+
+    return reporting_errors(main)

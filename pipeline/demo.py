@@ -1,0 +1,410 @@
+"""``python -m pipeline demo``: a whole rebuild, offline, on a synthetic pool.
+
+The same stage functions a real rebuild uses, in order:
+
+1. inputs: a synthetic pool for the 1,000 ImageNet classes (:mod:`pipeline.synthetic_pool`):
+   candidate records (JSON Lines), original validation images (CSV of labels + JPEGs), the
+   workers' answers as a batch-results CSV, small JPEGs for every image, a blacklist, confirmed
+   near-duplicate pairs and a near-duplicate review table;
+2. ``ingest`` → pool folder; 3. ``selection-frequency`` (dropping workers who fail the
+   controls); 4. ``sample`` by the three rules, then a simulated final review blacklists some
+   chosen images and each rule samples a second revision chained from the first;
+5. ``build-set`` → release-layout tars and a Hub-ready folder, through the ImageNetV2 builder;
+6. ``load_dataset`` on that folder; 7. a few nearest-colour classifiers of different strength
+   are evaluated on the originals and on each new set with the Clopper–Pearson metric
+   (accuracies with exact intervals, the linear fit of new against original accuracy);
+8. a printed table, ``results.json`` and ``accuracy.png``.
+
+The images are 16×16 JPEGs: the four quadrants carry four colours that code the class,
+blended toward the colours of a similar class the harder the image is (the lower its true
+selection frequency), plus pixel noise. Workers see the same difficulty: an honest worker
+selects an image with probability equal to its true selection frequency.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from .synthetic_pool import PoolShape, SyntheticPool, make_synthetic_pool
+
+logger = logging.getLogger(__name__)
+
+RULES = ("matched-frequency", "threshold-0.7", "top-images")
+IMAGE_SIZE = 16
+_HALF = IMAGE_SIZE // 2
+_QUADRANTS = tuple((slice(r, r + _HALF), slice(c, c + _HALF)) for r in (0, _HALF) for c in (0, _HALF))
+PIXEL_NOISE = 12.0
+MAX_BLEND = 0.8  # how far toward the similar class an image with true selection frequency 0 is
+DEMO_SHAPE = PoolShape(
+    n_classes=1000, candidates_per_class=28, originals_per_class=8, positive_controls=8, negative_controls=2,
+    grid=28, annotators=15, workers=400, spammer_fraction=0.03, rejected_fraction=0.01, candidate_beta=(1.8, 1.1),
+)
+MIN_CONTROL_ACCURACY = 0.65
+PER_CLASS = 3
+MIN_ORIGINALS_PER_CLASS = 6
+
+
+@dataclass(frozen=True)
+class ColourClassifier:
+    """A nearest-prototype classifier on the mean colours of the image's four quadrants.
+
+    Its prototypes are the class codes plus Gaussian noise (``prototype_noise``), and it adds
+    ``feature_noise`` to what it sees: more noise, a weaker model.
+    """
+
+    name: str
+    prototype_noise: float
+    feature_noise: float
+    seed: int
+
+    def predict(self, features: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        rng = np.random.default_rng(self.seed)
+        prototypes = codes + rng.normal(0, self.prototype_noise, codes.shape)
+        seen = features + rng.normal(0, self.feature_noise, features.shape)
+        out = np.empty(len(seen), np.int64)
+        squared = (prototypes**2).sum(axis=1)
+        for start in range(0, len(seen), 4096):
+            chunk = seen[start : start + 4096]
+            out[start : start + 4096] = np.argmin(squared[None, :] - 2 * chunk @ prototypes.T, axis=1)
+        return out
+
+
+CLASSIFIERS = (
+    ColourClassifier("colour-a (strongest)", 3.0, 3.0, 1),
+    ColourClassifier("colour-b", 10.0, 10.0, 2),
+    ColourClassifier("colour-c", 14.0, 14.0, 3),
+    ColourClassifier("colour-d", 18.0, 18.0, 4),
+    ColourClassifier("colour-e (weakest)", 24.0, 24.0, 5),
+)
+
+
+# --- the synthetic inputs --------------------------------------------------------------------
+
+
+def class_codes(n_classes: int, seed: int) -> np.ndarray:
+    """The four RGB colours (12 numbers, one per quadrant) that code each class."""
+    return np.random.default_rng([seed, 7]).uniform(30, 225, (n_classes, 12))
+
+
+def image_codes(pool: SyntheticPool, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The noiseless 12-number code of every candidate and original, blended toward a similar class."""
+    from .synthetic_pool import _negative_control_classes
+
+    similar = _negative_control_classes(pool.wnids)
+
+    def blend(classes, true_sf):
+        t = (MAX_BLEND * (1 - true_sf))[:, None]
+        return (1 - t) * codes[classes] + t * codes[similar[classes]]
+
+    return blend(pool.candidate_class, pool.candidate_true_sf), blend(pool.original_class, pool.original_true_sf)
+
+
+def encode_images(codes12: np.ndarray, seed: int, progress) -> list[bytes]:
+    """One 16×16 JPEG per image: quadrant q (row-major) has colour ``codes12[:, 3q:3q+3]``, plus noise."""
+    from .synthetic import encode_jpeg
+
+    rng = np.random.default_rng([seed, 11])
+    encoded = []
+    for start in progress(range(0, len(codes12), 1024)):
+        block = codes12[start : start + 1024]
+        pixels = np.empty((len(block), IMAGE_SIZE, IMAGE_SIZE, 3))
+        for q, (rows, cols) in enumerate(_QUADRANTS):
+            pixels[:, rows, cols] = block[:, None, None, 3 * q : 3 * q + 3]
+        pixels += rng.normal(0, PIXEL_NOISE, pixels.shape)
+        encoded.extend(encode_jpeg(array, quality=90) for array in np.clip(pixels, 0, 255).astype(np.uint8))
+    return encoded
+
+
+def write_image_table(path: Path, id_column: str, ids, images: list[bytes]) -> Path:
+    """An image dump as a downloader might leave it: a Parquet table of ids and JPEG bytes."""
+    import pyarrow as pa
+
+    from .tables import write_table
+
+    return write_table(pa.table({id_column: pa.array(list(ids), pa.string()), "image": pa.array(images, pa.binary())}), path)
+
+
+def features_of_jpeg(data: bytes) -> np.ndarray:
+    """The classifier's input: the mean colours of the four quadrants (12 numbers)."""
+    import io
+
+    from PIL import Image
+
+    array = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), dtype=float)
+    return np.concatenate([array[rows, cols].mean(axis=(0, 1)) for rows, cols in _QUADRANTS])
+
+
+def write_review_inputs(folder: Path, pool: SyntheticPool, seed: int) -> dict[str, Path]:
+    """A blacklist, confirmed near-duplicate pairs and a review table, as a review would leave them."""
+    import csv
+
+    from .near_duplicates import RELEASED_REVIEW_TARGETS
+
+    rng = np.random.default_rng([seed, 13])
+    ids = pool.candidate_ids
+    n = len(ids)
+    order = rng.permutation(n)
+    blacklist = sorted(ids[order[: n // 200]].tolist())
+    to_original = order[n // 200 : n // 200 + n // 250]  # near-duplicates of an original image
+    pair_left = order[n // 200 + n // 250 : n // 200 + n // 250 + n // 250]  # near-duplicates of another candidate
+    pair_right = (pair_left // pool.shape.candidates_per_class) * pool.shape.candidates_per_class + (
+        (pair_left % pool.shape.candidates_per_class + 1) % pool.shape.candidates_per_class
+    )
+    unreviewed = order[-(n // 100):]
+    paths = {"blacklist": folder / "blacklist.json", "near_duplicates": folder / "near-duplicates.csv", "near_duplicate_review": folder / "near-duplicate-review.csv"}
+    paths["blacklist"].write_text(json.dumps(blacklist, indent=1) + "\n", encoding="utf-8")
+    with open(paths["near_duplicates"], "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(["image_id", "duplicate_id"])
+        for i in to_original:
+            writer.writerow([ids[i], f"n{rng.integers(1440764, 15075141):08d}_{rng.integers(1, 99999)}.JPEG"])
+        for i, j in zip(pair_left, pair_right):
+            writer.writerow([ids[i], ids[j]])
+    reviewed = np.ones(n, bool)
+    reviewed[unreviewed] = False
+    with open(paths["near_duplicate_review"], "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(["candidate_id", "l2", "fc7", "dssim"])
+        for i in range(n):
+            factor = 1.5 if reviewed[i] else 0.5  # unreviewed: the review stopped short of the dssim target
+            writer.writerow([ids[i], RELEASED_REVIEW_TARGETS["l2"] * 1.5, RELEASED_REVIEW_TARGETS["fc7"] * 1.5, RELEASED_REVIEW_TARGETS["dssim"] * factor])
+    return paths
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    output: Path
+    rows: list  # one dict per (classifier, set)
+    fits: dict  # set → linear fit
+    seconds: float
+
+
+class _Steps:
+    """Prints numbered steps with their durations (the demo's progress)."""
+
+    def __init__(self, total: int, echo: Callable[[str], None]):
+        self.total, self.echo, self.number, self.start = total, echo, 0, time.perf_counter()
+        self.step_start = self.start
+
+    def __call__(self, text: str) -> None:
+        now = time.perf_counter()
+        if self.number:
+            self.echo(f"      done in {now - self.step_start:.1f} s")
+        self.number += 1
+        self.step_start = now
+        self.echo(f"[{self.number}/{self.total}] {text}")
+
+    def finish(self) -> float:
+        now = time.perf_counter()
+        self.echo(f"      done in {now - self.step_start:.1f} s")
+        return now - self.start
+
+
+def run_demo(
+    output: Path,
+    *,
+    seed: int = 0,
+    shape: PoolShape = DEMO_SHAPE,
+    per_class: int = PER_CLASS,
+    n_bootstrap: int = 20_000,
+    echo: Callable[[str], None] = print,
+    show_progress: bool = True,
+) -> DemoResult:
+    """Run the whole demo into ``output`` (replaced if it is a previous demo output)."""
+    from tqdm.auto import tqdm
+
+    from .atomic import atomic_directory
+    from .build_set import build_set
+    from .ingest import ingest
+    from .revision import SamplingConfig
+    from .sample import sample_stage
+    from .selection_frequency import selection_frequency_stage
+
+    output = Path(output)
+    if output.exists() and any(output.iterdir()) and not (output / "results.json").is_file() and not (output / "inputs").is_dir():
+        raise ValueError(f"refusing to replace {output}: it is not empty and not a demo output; choose another --output")
+    progress = (lambda it: tqdm(it, leave=False, unit="batch")) if show_progress else (lambda it: it)
+    steps = _Steps(8, echo)
+    with atomic_directory(output) as tmp:
+        steps(f"generating a synthetic pool: {shape.n_classes * shape.candidates_per_class:,} candidates, "
+              f"{shape.n_classes * shape.originals_per_class:,} originals, {shape.annotators} workers per task")
+        pool = make_synthetic_pool(seed, shape)
+        codes = class_codes(shape.n_classes, seed)
+        candidate_codes, original_codes = image_codes(pool, codes)
+        inputs = tmp / "inputs"
+        inputs.mkdir()
+        pool.write_candidates_jsonl(inputs / "candidates.jsonl")
+        pool.write_originals_csv(inputs / "originals.csv")
+        pool.write_batch_results_csv(inputs / "batch-results.csv")
+        write_image_table(inputs / "images.parquet", "candidate_id", pool.candidate_ids, encode_images(candidate_codes, seed, progress))
+        original_images = encode_images(original_codes, seed + 1, progress)
+        write_image_table(inputs / "originals-images.parquet", "image_id", pool.original_ids, original_images)
+        review = write_review_inputs(inputs, pool, seed)
+
+        steps("ingest: checking the records and the batch results, writing the pool tables")
+        report = ingest(tmp / "pool", candidates=inputs / "candidates.jsonl", originals=inputs / "originals.csv",
+                        results=[inputs / "batch-results.csv"], images=inputs / "images.parquet")
+        echo(f"      {report['annotation_rows']:,} annotations in {report['assignments']['total']:,} assignments "
+             f"({report['assignments']['Rejected']} rejected) by {report['workers']} workers")
+
+        steps(f"selection-frequency (dropping workers below {MIN_CONTROL_ACCURACY:.0%} on the controls)")
+        _, sf_report = selection_frequency_stage(tmp / "pool", min_control_accuracy=MIN_CONTROL_ACCURACY)
+        spammers = int(pool.worker_is_spammer.sum())
+        echo(f"      dropped {len(sf_report['worker_filter']['dropped'])} workers (the pool has {spammers} random clickers); "
+             f"mean selection frequency: candidates {sf_report['mean_selection_frequency']['candidates']:.3f}, "
+             f"originals {sf_report['mean_selection_frequency']['originals_own_class']:.3f}")
+
+        steps("sample: three rules, a simulated final review, and a second revision chained from the first")
+        revisions = _sample_all(tmp, review, per_class, seed, echo)
+
+        steps("build-set: release-layout tars and the Hub-ready folder, through the ImageNetV2 builder")
+        build_set(tmp / "pool", [revisions[r] for r in RULES], tmp / "sets")
+
+        steps("load_dataset on the Hub-ready folder")
+        loaded = _load_sets(tmp / "sets" / "hub", echo)
+
+        steps(f"evaluating {len(CLASSIFIERS)} classifiers on the originals and the new sets")
+        rows, fits = _evaluate(original_images, pool, codes, loaded, n_bootstrap)
+
+        steps("results: table, results.json, accuracy.png")
+        _write_results(tmp, rows, fits, echo)
+        seconds = steps.finish()
+    echo(f"demo finished in {seconds:.0f} s; outputs in {output}/")
+    return DemoResult(output, rows, fits, seconds)
+
+
+def _sample_all(tmp: Path, review: dict, per_class: int, seed: int, echo) -> dict[str, Path]:
+    from .revision import SamplingConfig
+    from .sample import sample_stage
+
+    folder = tmp / "revisions"
+    final = {}
+    for number, rule in enumerate(RULES):
+        config = SamplingConfig(rule=rule, seed=seed * 1000 + number, per_class=per_class, min_num_val_images_per_wnid=MIN_ORIGINALS_PER_CLASS)
+        first = sample_stage(tmp / "pool", folder / f"demo-{rule}-0.json", config, blacklist=review["blacklist"],
+                             near_duplicates=review["near_duplicates"], near_duplicate_review=review["near_duplicate_review"])
+        # the final review: look at every chosen image, blacklist a few (here: every 40th, deterministically)
+        chosen = sorted(cid for cid, _ in first.revision.image_filenames)
+        blacklist = sorted(set(json.loads(review["blacklist"].read_text("utf-8"))) | set(chosen[::40]))
+        reviewed = folder / f"blacklist-after-{rule}-0.json"
+        reviewed.write_text(json.dumps(blacklist, indent=1) + "\n", encoding="utf-8")
+        second = sample_stage(tmp / "pool", folder / f"demo-{rule}-1.json", config, blacklist=reviewed,
+                              near_duplicates=review["near_duplicates"], near_duplicate_review=review["near_duplicate_review"],
+                              starting_from=folder / f"demo-{rule}-0.json")
+        r = second.report
+        echo(f"      {rule:<17} {r['images']:,} images, valid {r['is_valid']}, kept {r['carried_over']:,} of revision 0, "
+             f"replaced {r['replaced_from_previous']}, filled upward {r['upward_sampled']}; excluded "
+             + ", ".join(f"{k} {v:,}" for k, v in r["exclusions"].items() if v))
+        final[rule] = folder / f"demo-{rule}-1.json"
+    return final
+
+
+def _load_sets(hub: Path, echo) -> dict:
+    import datasets
+
+    loaded = {}
+    for rule in RULES:
+        ds = datasets.load_dataset(str(hub), rule, split="test")
+        loaded[rule] = ds
+        echo(f"      {rule:<17} {ds.num_rows:,} rows, columns {', '.join(ds.column_names[:4])}, ...")
+    return loaded
+
+
+def _evaluate(original_images: list[bytes], pool: SyntheticPool, codes: np.ndarray, loaded: dict, n_bootstrap: int):
+    from metrics.clopper_pearson_accuracy import clopper_pearson_accuracy as cpa
+
+    original_features = np.stack([features_of_jpeg(data) for data in original_images])
+    original_labels = _imagenet_index(pool.wnids[pool.original_class])
+    sets = {"original": (original_features, original_labels)}
+    for rule, ds in loaded.items():
+        table = ds.with_format("arrow")[:]
+        images = table.column("image").to_pylist()
+        sets[rule] = (np.stack([features_of_jpeg(im["bytes"]) for im in images]), np.asarray(table.column("label").to_pylist()))
+    full_codes = np.full((1000, codes.shape[1]), 1e6)  # classes outside the pool are never predicted
+    full_codes[_imagenet_index(pool.wnids)] = codes
+    rows = []
+    for classifier in CLASSIFIERS:
+        for name, (features, labels) in sets.items():
+            result = cpa.accuracy_counts(classifier.predict(features, full_codes).tolist(), labels.tolist())
+            rows.append({"classifier": classifier.name, "set": name, **{k: result[k] for k in ("accuracy", "ci_low", "ci_high", "correct", "total")}})
+    fits = {}
+    for rule in loaded:
+        original = [r["accuracy"] for r in rows if r["set"] == "original"]
+        new = [r["accuracy"] for r in rows if r["set"] == rule]
+        fits[rule] = cpa.linear_fit(original, new, n_bootstrap=n_bootstrap, seed=0)
+    return rows, fits
+
+
+def _imagenet_index(wnids) -> np.ndarray:
+    from imagenetv2.classes import wnid_to_index
+
+    index = wnid_to_index()
+    return np.array([index[w] for w in wnids])
+
+
+def _write_results(folder: Path, rows: list, fits: dict, echo) -> None:
+    sets = ["original", *fits]
+    header = f"{'classifier':<22}" + "".join(f"{s:>24}" for s in sets)
+    echo("")
+    echo("top-1 accuracy in % [95% Clopper-Pearson interval]")
+    echo(header)
+    for classifier in dict.fromkeys(r["classifier"] for r in rows):
+        cells = []
+        for s in sets:
+            r = next(r for r in rows if r["classifier"] == classifier and r["set"] == s)
+            cells.append(f"{100 * r['accuracy']:5.1f} [{100 * r['ci_low']:4.1f}, {100 * r['ci_high']:4.1f}]")
+        echo(f"{classifier:<22}" + "".join(f"{c:>24}" for c in cells))
+    echo("")
+    echo("linear fit of new against original accuracy (95% bootstrap intervals)")
+    for rule, fit in fits.items():
+        echo(f"  {rule:<17} new = {fit['slope']:.2f} [{fit['slope_ci_low']:.2f}, {fit['slope_ci_high']:.2f}] x original "
+             f"{fit['intercept']:+.3f} [{fit['intercept_ci_low']:+.3f}, {fit['intercept_ci_high']:+.3f}], r2 {fit['r2']:.3f}")
+    (folder / "results.json").write_text(json.dumps({"accuracies": rows, "linear_fits": fits}, indent=2) + "\n", encoding="utf-8")
+    plot_accuracies(rows, fits, folder / "accuracy.png")
+
+
+def plot_accuracies(rows: list, fits: dict, path: Path) -> None:
+    """New against original accuracy per set, with Clopper–Pearson error bars and the fitted lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 5), dpi=100)
+    original = {r["classifier"]: r for r in rows if r["set"] == "original"}
+    low = min(r["ci_low"] for r in rows) - 0.03
+    grid = np.linspace(low, 1.0, 50)
+    ax.plot(grid, grid, color="grey", linestyle="--", linewidth=1, label="y = x")
+    for (rule, fit), colour in zip(fits.items(), ("tab:blue", "tab:orange", "tab:green")):
+        points = [(original[r["classifier"]], r) for r in rows if r["set"] == rule]
+        x = np.array([o["accuracy"] for o, _ in points])
+        y = np.array([n["accuracy"] for _, n in points])
+        ax.errorbar(
+            x, y,
+            xerr=[x - [o["ci_low"] for o, _ in points], [o["ci_high"] for o, _ in points] - x],
+            yerr=[y - [n["ci_low"] for _, n in points], [n["ci_high"] for _, n in points] - y],
+            fmt="o", color=colour, capsize=2, label=rule,
+        )
+        ax.plot(grid, fit["slope"] * grid + fit["intercept"], color=colour, linewidth=1)
+    ax.set_xlim(low, 1.0)
+    ax.set_ylim(low, 1.0)
+    ax.set_xlabel("accuracy on the originals")
+    ax.set_ylabel("accuracy on the new set")
+    ax.set_title("Demo: rebuilt test sets")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    from .atomic import atomic_file
+
+    with atomic_file(path, "wb") as f:
+        fig.savefig(f, format="png")
+    plt.close(fig)

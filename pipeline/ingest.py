@@ -1,0 +1,479 @@
+"""Ingest: candidate records, crowd annotation results and image files → a pool folder of tables.
+
+A pool folder (the input of every later stage) holds the tables of :mod:`pipeline.tables`::
+
+    candidates.parquet   originals.parquet   annotations.parquet   images.parquet   ingest.json
+
+Inputs:
+
+- candidates: the search records, as ``.jsonl`` (like ``candidates_in_final_sets.jsonl``), a
+  ``.json`` list, ``.csv`` or ``.parquet``; the id is ``candidate_id`` or ``id_ours``.
+- originals: the original validation images used as controls, ``image_id`` and ``wnid``, as
+  ``.csv``/``.jsonl``/``.parquet``, a ``.json`` list, or a ``.json`` object ``{image_id: wnid}``.
+- results: the crowd platform's batch-results CSV (one row per assignment), mapped by
+  :data:`RESULTS_CSV_COLUMNS`, or a ``.json`` list of assignments with the keys of that mapping.
+  ``images`` (the image ids shown, in grid order) and ``selected`` (those the worker selected)
+  are JSON arrays (``["a", "b"]``) or comma-separated ids.
+- images: a folder of image files named ``<candidate id>.<jpeg|jpg|png>`` (any depth; the pool
+  records their paths), or a ``.parquet`` table of ``candidate_id`` and ``image`` (the file's
+  bytes; the pool embeds them).
+
+Every problem is an :class:`IngestError` that names the file and the line (CSV and JSON Lines),
+item (JSON) or row (Parquet): duplicate ids, unknown wnids, images no table knows.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Mapping, Optional, Sequence, Union
+
+import pyarrow as pa
+
+from .atomic import atomic_directory
+from .integrity import file_digest
+from .tables import STATUSES, conform, from_rows, read_table, write_table
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+CANDIDATE_ID = re.compile(r"[0-9a-f]{40}")
+IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
+POOL_FILES = {
+    "candidates": "candidates.parquet",
+    "originals": "originals.parquet",
+    "annotations": "annotations.parquet",
+    "images": "images.parquet",
+}
+INGEST_REPORT = "ingest.json"
+
+# Our field → the column of the batch-results CSV it is read from (MTurk's names).
+RESULTS_CSV_COLUMNS = {
+    "assignment_id": "AssignmentId",
+    "hit_id": "HITId",
+    "worker_id": "WorkerId",
+    "status": "AssignmentStatus",
+    "wnid": "Input.wnid",
+    "images": "Input.images",
+    "selected": "Answer.selected",
+}
+
+
+class IngestError(ValueError):
+    """An input record is invalid; the message names the file and the record."""
+
+
+def _valid_wnids() -> Mapping[str, int]:
+    from imagenetv2.classes import wnid_to_index
+
+    return wnid_to_index()
+
+
+# --- reading records ------------------------------------------------------------------------
+
+
+def read_records(path: PathLike) -> Iterator[tuple[str, dict]]:
+    """Yield ``(where, record)`` for each record of a ``.jsonl``, ``.json``, ``.csv`` or ``.parquet`` file.
+
+    ``where`` names the record for error messages (``"file.csv line 3"``). CSV values are strings,
+    with empty cells as ``None``. A ``.json`` object (not a list) yields ``{"key": k, "value": v}``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise IngestError(f"{path.name} line {number}: not valid JSON ({e.msg})") from None
+                if not isinstance(record, dict):
+                    raise IngestError(f"{path.name} line {number}: expected a JSON object, got {type(record).__name__}")
+                yield f"{path.name} line {number}", record
+    elif suffix == ".json":
+        with open(path, encoding="utf-8") as f:
+            try:
+                data = json.load(f)
+            except json.JSONDecodeError as e:
+                raise IngestError(f"{path.name}: not valid JSON ({e.msg} at line {e.lineno})") from None
+        if isinstance(data, dict):
+            for key, value in data.items():
+                yield f"{path.name} key {key!r}", {"key": key, "value": value}
+        elif isinstance(data, list):
+            for number, record in enumerate(data):
+                if not isinstance(record, dict):
+                    raise IngestError(f"{path.name} item {number}: expected a JSON object, got {type(record).__name__}")
+                yield f"{path.name} item {number}", record
+        else:
+            raise IngestError(f"{path.name}: expected a JSON list of records or an object, got {type(data).__name__}")
+    elif suffix == ".csv":
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            reader = csv.DictReader(f)
+            for record in reader:
+                # reader.line_num is the line where the record ends (quoted cells may span lines)
+                yield f"{path.name} line {reader.line_num}", {k: (v if v != "" else None) for k, v in record.items()}
+    elif suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        for number, record in enumerate(pq.read_table(path).to_pylist(), start=1):
+            yield f"{path.name} row {number}", record
+    else:
+        raise IngestError(f"{path}: unsupported file type {suffix!r}; use .jsonl, .json, .csv or .parquet")
+
+
+def _int_or_none(value, field: str, where: str):
+    if value is None or isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise IngestError(f"{where}: {field} is {value!r}; expected a whole number or empty")
+
+
+def _check_wnid(wnid, where: str) -> str:
+    if wnid not in _valid_wnids():
+        raise IngestError(
+            f"{where}: unknown wnid {wnid!r}; wnids must be one of the 1000 ImageNet classes "
+            f"(WordNet ids like n01440764, see imagenetv2/data/class_info.json)"
+        )
+    return wnid
+
+
+def read_candidates(path: PathLike) -> pa.Table:
+    """The candidates table from search records (``id_ours`` or ``candidate_id``, ``wnid``, source fields).
+
+    >>> from importlib import resources
+    >>> table = read_candidates(resources.files("imagenetv2") / "data/candidates_in_final_sets.jsonl")
+    >>> table.num_rows, table.column("candidate_id")[0].as_py()
+    (4745, 'a93094d8cd98f17e56a1ba6744709598c5e6ca74')
+    """
+    rows, first_seen = [], {}
+    for where, record in read_records(path):
+        row = dict(record)
+        if "candidate_id" not in row and "id_ours" in row:
+            row["candidate_id"] = row.pop("id_ours")
+        cid = row.get("candidate_id")
+        if not isinstance(cid, str) or not CANDIDATE_ID.fullmatch(cid):
+            raise IngestError(
+                f"{where}: candidate id {cid!r} is not a 40-character lowercase hex SHA-1 "
+                f"(field candidate_id or id_ours); the release layout names files by it"
+            )
+        if cid in first_seen:
+            raise IngestError(f"{where}: duplicate candidate id {cid} (first at {first_seen[cid]}); ids must be unique")
+        first_seen[cid] = where
+        _check_wnid(row.get("wnid"), where)
+        for field in ("width", "height", "max_images"):
+            row[field] = _int_or_none(row.get(field), field, where)
+        for key, value in row.items():
+            if value is not None and key not in ("width", "height", "max_images") and not isinstance(value, str):
+                row[key] = str(value)
+        rows.append(row)
+    if not rows:
+        raise IngestError(f"{path}: no candidates")
+    return from_rows(rows, "candidates", str(path))
+
+
+def read_originals(path: PathLike) -> pa.Table:
+    """The originals table (image id → ImageNet label) from a file of ``image_id``, ``wnid`` records."""
+    rows, first_seen = [], {}
+    for where, record in read_records(path):
+        if set(record) == {"key", "value"}:  # a {image_id: wnid} object
+            record = {"image_id": record["key"], "wnid": record["value"]}
+        image_id = record.get("image_id")
+        if not isinstance(image_id, str) or not image_id:
+            raise IngestError(f"{where}: missing image_id (the original's file name, e.g. ILSVRC2012_val_00000001.JPEG)")
+        if image_id in first_seen:
+            raise IngestError(f"{where}: duplicate image id {image_id} (first at {first_seen[image_id]})")
+        first_seen[image_id] = where
+        rows.append({"image_id": image_id, "wnid": _check_wnid(record.get("wnid"), where)})
+    return from_rows(rows, "originals", str(path))
+
+
+# --- annotation results -----------------------------------------------------------------------
+
+
+def parse_id_list(value, field: str, where: str) -> list[str]:
+    """Image ids from a JSON array, a comma-separated string, or a list.
+
+    >>> parse_id_list('["a", "b"]', "images", "x"), parse_id_list("a, b", "images", "x"), parse_id_list(None, "selected", "x")
+    (['a', 'b'], ['a', 'b'], [])
+    """
+    if value is None:
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise IngestError(f"{where}: {field} looks like a JSON array but is not valid JSON ({e.msg})") from None
+        else:
+            return [part.strip() for part in text.split(",") if part.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise IngestError(f"{where}: {field} must be a list of image ids (strings), got {value!r}")
+    return value
+
+
+class _AnnotationCollector:
+    """Accumulates annotation rows from several result files, checking every assignment."""
+
+    def __init__(self, known_images: set, first_assignment: Optional[dict] = None):
+        self.known_images = known_images
+        self.first_assignment = first_assignment if first_assignment is not None else {}
+        self.columns: dict[str, list] = {k: [] for k in ("assignment_id", "hit_id", "worker_id", "status", "image_id", "wnid", "selected")}
+
+    def add(self, where: str, fields: Mapping[str, object]) -> None:
+        for key in ("assignment_id", "hit_id", "worker_id"):
+            if not isinstance(fields.get(key), str) or not fields[key]:
+                raise IngestError(f"{where}: missing {key}")
+        assignment = fields["assignment_id"]
+        if assignment in self.first_assignment:
+            raise IngestError(
+                f"{where}: duplicate assignment {assignment} (first at {self.first_assignment[assignment]}); "
+                f"each assignment may appear once across all result files"
+            )
+        self.first_assignment[assignment] = where
+        status = fields.get("status")
+        if status not in STATUSES:
+            raise IngestError(f"{where} (assignment {assignment}): status {status!r} is not one of {', '.join(STATUSES)}")
+        wnid = _check_wnid(fields.get("wnid"), f"{where} (assignment {assignment})")
+        images = parse_id_list(fields.get("images"), "images", where)
+        selected = set(parse_id_list(fields.get("selected"), "selected", where))
+        if not images:
+            raise IngestError(f"{where} (assignment {assignment}): no images shown")
+        if len(set(images)) != len(images):
+            repeated = sorted({i for i in images if images.count(i) > 1})
+            raise IngestError(f"{where} (assignment {assignment}): image(s) shown twice: {', '.join(repeated)}")
+        unknown = [i for i in images if i not in self.known_images]
+        if unknown:
+            raise IngestError(
+                f"{where} (assignment {assignment}): unknown image id(s) {', '.join(unknown[:5])}"
+                f"{' ...' if len(unknown) > 5 else ''}; every shown image must be a candidate or an original "
+                f"(add it to the candidates or originals file)"
+            )
+        not_shown = selected.difference(images)
+        if not_shown:
+            raise IngestError(
+                f"{where} (assignment {assignment}): selected image(s) that were not shown: {', '.join(sorted(not_shown))}"
+            )
+        n = len(images)
+        c = self.columns
+        c["assignment_id"].extend([assignment] * n)
+        c["hit_id"].extend([fields["hit_id"]] * n)
+        c["worker_id"].extend([fields["worker_id"]] * n)
+        c["status"].extend([status] * n)
+        c["image_id"].extend(images)
+        c["wnid"].extend([wnid] * n)
+        c["selected"].extend(i in selected for i in images)
+
+    def table(self) -> pa.Table:
+        from .tables import schema
+
+        return pa.Table.from_pydict(self.columns, schema=schema("annotations"))
+
+
+def _add_results_file(path: Path, collector: _AnnotationCollector) -> int:
+    count = 0
+    if path.suffix.lower() == ".csv":
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            header = next(csv.reader(f), None)
+        missing = [column for column in RESULTS_CSV_COLUMNS.values() if column not in (header or [])]
+        if missing:
+            raise IngestError(
+                f"{path.name}: missing column(s) {', '.join(missing)}; a batch-results CSV needs "
+                f"{', '.join(RESULTS_CSV_COLUMNS.values())} (see pipeline.ingest.RESULTS_CSV_COLUMNS)"
+            )
+        for where, record in read_records(path):
+            collector.add(where, {ours: record.get(theirs) for ours, theirs in RESULTS_CSV_COLUMNS.items()})
+            count += 1
+    elif path.suffix.lower() == ".json":
+        for where, record in read_records(path):
+            if set(record) == {"key", "value"}:
+                raise IngestError(f"{path.name}: expected a JSON list of assignments, got an object")
+            collector.add(where, record)
+            count += 1
+    else:
+        raise IngestError(f"{path}: results must be a batch-results .csv or a .json list of assignments")
+    return count
+
+
+def read_results(paths: Sequence[PathLike], known_images: set) -> pa.Table:
+    """The annotations table from batch-results CSVs and JSON files (one row per image shown)."""
+    collector = _AnnotationCollector(known_images)
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"results file {path} does not exist")
+        n = _add_results_file(path, collector)
+        logger.info("read %d assignments from %s", n, path.name)
+    return collector.table()
+
+
+# --- the image store -------------------------------------------------------------------------
+
+
+def image_store_from_table(path: PathLike, candidate_ids: set) -> pa.Table:
+    """The images table from a Parquet file of ``candidate_id`` and ``image`` (the file's bytes), embedded."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    table = pq.read_table(path)
+    missing = [c for c in ("candidate_id", "image") if c not in table.column_names]
+    if missing:
+        raise IngestError(f"{path.name}: missing column(s) {', '.join(missing)}; an image table has candidate_id and image (bytes)")
+    ids = table.column("candidate_id").to_pylist()
+    seen: dict[str, int] = {}
+    for row, cid in enumerate(ids, start=1):
+        if cid not in candidate_ids:
+            raise IngestError(f"{path.name} row {row}: no candidate has the id {cid!r}")
+        if cid in seen:
+            raise IngestError(f"{path.name} row {row}: candidate {cid} already has an image (row {seen[cid]})")
+        seen[cid] = row
+    if table.column("image").null_count:
+        raise IngestError(f"{path.name}: {table.column('image').null_count} row(s) have no image bytes")
+    return conform(table.select(["candidate_id", "image"]), "images", str(path)).sort_by("candidate_id")
+
+
+def image_store_from_folder(folder: PathLike, candidate_ids: set, relative_to: PathLike) -> pa.Table:
+    """The images table for the files ``<candidate id>.<jpeg|jpg|png>`` under ``folder``.
+
+    Paths are stored relative to ``relative_to`` (the pool folder). A file whose name is not a
+    known candidate id, or a candidate with two files, is an error.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"image folder {folder} does not exist")
+    found: dict[str, Path] = {}
+    for root, _dirs, files in os.walk(folder):
+        for name in sorted(files):
+            stem, suffix = os.path.splitext(name)
+            if suffix.lower() not in IMAGE_SUFFIXES or name.startswith("."):
+                continue
+            path = Path(root) / name
+            if stem not in candidate_ids:
+                raise IngestError(f"{path}: no candidate has the id {stem!r}; image files must be named <candidate id>.jpeg")
+            if stem in found:
+                raise IngestError(f"{path}: candidate {stem} already has an image file ({found[stem]})")
+            found[stem] = path
+    base = Path(relative_to).resolve()
+    ids = sorted(found)
+    paths = [os.path.relpath(found[i].resolve(), base) for i in ids]
+    return from_rows([{"candidate_id": i, "path": p} for i, p in zip(ids, paths)], "images", str(folder))
+
+
+# --- the pool --------------------------------------------------------------------------------
+
+
+@dataclass
+class Pool:
+    """The tables of a pool folder. ``root`` is the folder (image paths are relative to it)."""
+
+    root: Path
+    candidates: Optional[pa.Table] = None
+    originals: Optional[pa.Table] = None
+    annotations: Optional[pa.Table] = None
+    images: Optional[pa.Table] = None
+
+    def image_bytes(self) -> dict[str, "bytes | Path"]:
+        """Candidate id → its image: the embedded bytes, or the path of its file."""
+        store = {}
+        columns = self.images.select(["candidate_id", "path", "image"]).to_pydict()
+        for cid, rel, data in zip(columns["candidate_id"], columns["path"], columns["image"]):
+            store[cid] = data if data is not None else (Path(rel) if os.path.isabs(rel) else self.root / rel)
+        return store
+
+
+def load_pool(folder: PathLike, tables: Sequence[str] = tuple(POOL_FILES), *, dictionary: bool = False) -> Pool:
+    """Read (some of) the tables of a pool folder written by :func:`ingest`.
+
+    ``dictionary`` keeps string columns dictionary-encoded (see :func:`pipeline.tables.read_table`).
+    """
+    folder = Path(folder)
+    if not (folder / POOL_FILES["candidates"]).is_file():
+        raise FileNotFoundError(f"{folder} is not a pool folder (no {POOL_FILES['candidates']}); run `python -m pipeline ingest` first")
+    unknown = set(tables) - set(POOL_FILES)
+    if unknown:
+        raise ValueError(f"unknown pool table(s) {', '.join(sorted(unknown))}; the tables are {', '.join(POOL_FILES)}")
+    loaded = {name: read_table(folder / POOL_FILES[name], name, dictionary=dictionary) for name in tables}
+    return Pool(root=folder, **loaded)
+
+
+def ingest(
+    output: PathLike,
+    *,
+    candidates: PathLike,
+    originals: PathLike,
+    results: Sequence[PathLike],
+    images: Optional[PathLike] = None,
+) -> dict:
+    """Read the inputs, check them, and write the pool folder ``output`` atomically; return the report.
+
+    The report (also written as ``ingest.json``) counts candidates, originals, assignments per
+    status, workers, tasks, annotation rows, candidates never shown and candidates without an
+    image file, and records each input file's sha256.
+    """
+    output = Path(output)
+    candidate_table = read_candidates(candidates)
+    original_table = read_originals(originals)
+    candidate_ids = set(candidate_table.column("candidate_id").to_pylist())
+    original_ids = set(original_table.column("image_id").to_pylist())
+    clash = candidate_ids & original_ids
+    if clash:
+        raise IngestError(f"id(s) both a candidate and an original: {', '.join(sorted(clash)[:5])}")
+    if not results:
+        raise IngestError("no results files given; pass at least one batch-results CSV or JSON")
+    annotations = read_results(results, candidate_ids | original_ids)
+    if images is None:
+        image_table = from_rows([], "images")
+    elif Path(images).is_file() and Path(images).suffix.lower() == ".parquet":
+        image_table = image_store_from_table(images, candidate_ids)
+    else:
+        image_table = image_store_from_folder(images, candidate_ids, output)
+    report = _ingest_report(candidate_table, original_table, annotations, image_table, candidates, originals, results, images)
+    with atomic_directory(output) as tmp:
+        for name, table in (("candidates", candidate_table), ("originals", original_table), ("annotations", annotations), ("images", image_table)):
+            write_table(table, tmp / POOL_FILES[name])
+        (tmp / INGEST_REPORT).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    logger.info(
+        "pool %s: %d candidates, %d originals, %d assignments, %d images",
+        output, report["candidates"], report["originals"], report["assignments"]["total"], report["image_files"],
+    )
+    return report
+
+
+def _ingest_report(candidates, originals, annotations, images, *inputs) -> dict:
+    import pyarrow.compute as pc
+
+    by_assignment = annotations.group_by(["assignment_id", "status"]).aggregate([])
+    statuses = {s: 0 for s in STATUSES}
+    for status in by_assignment.column("status").to_pylist():
+        statuses[status] += 1
+    shown = set(annotations.column("image_id").unique().to_pylist())
+    candidate_ids = candidates.column("candidate_id").to_pylist()
+    with_image = set(images.column("candidate_id").to_pylist())
+    candidates_path, originals_path, results_paths, images_folder = inputs
+    files = [candidates_path, originals_path, *results_paths]
+    return {
+        "candidates": candidates.num_rows,
+        "originals": originals.num_rows,
+        "assignments": {"total": by_assignment.num_rows, **statuses},
+        "workers": pc.count_distinct(annotations.column("worker_id")).as_py(),
+        "tasks": pc.count_distinct(annotations.column("hit_id")).as_py(),
+        "annotation_rows": annotations.num_rows,
+        "candidates_never_shown": sum(1 for c in candidate_ids if c not in shown),
+        "image_files": images.num_rows,
+        "candidates_without_image": sum(1 for c in candidate_ids if c not in with_image),
+        "inputs": {Path(p).name: file_digest(p).sha256 for p in files},
+        "images_folder": None if images_folder is None else Path(images_folder).name,
+    }

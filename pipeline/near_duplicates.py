@@ -1,0 +1,172 @@
+"""Near-duplicate exclusion: from confirmed near-duplicate pairs to one flag per candidate.
+
+Input (an input of ``sample``, decided by people looking at nearest neighbours): a table of
+confirmed pairs ``image_id`` (a candidate) – ``duplicate_id`` (a candidate, or an original
+ImageNet file such as ``ILSVRC2012_val_00000001.JPEG`` or ``n01440764_10026.JPEG``), and
+optionally a list of override candidates. Candidates that share a search-engine photo id are
+linked too. The rule of the original pipeline on the graph of these links:
+
+- a connected component touching any original ImageNet image: all its candidates are
+  near-duplicates;
+- otherwise one candidate per component is kept: the override member if there is one;
+  else, among the component's classes whose best (non-blacklisted) selection frequency is at
+  least 0.7 (failing that 0.6, failing that the single best class), the class with the fewest
+  good candidates (≥ 0.7) in the whole pool, and in it the candidate with the highest selection
+  frequency (ties: larger id). All other candidates of the component are near-duplicates.
+
+A second input, the review table, says how far each candidate's neighbours were reviewed per
+distance (``l2``, ``fc7``, ``dssim``); a candidate whose review reaches no further than the
+revision's ``near_duplicate_review_targets`` on some distance is ``review_unfinished``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+IMAGENET_FILE = re.compile(r"(ILSVRC2012_val_\d{8}|n\d{8}_\d+)\.JPEG")
+GOOD_SELECTION_FREQUENCY = 0.7
+REVIEW_METRICS = ("l2", "fc7", "dssim")
+RELEASED_REVIEW_TARGETS = {"l2": 120000000.0, "dssim": 0.2205, "fc7": 13200.0}
+
+
+def resolve_near_duplicates(
+    candidate_ids: Sequence[str],
+    wnids: Sequence[str],
+    selection_frequency: np.ndarray,
+    num_annotations: np.ndarray,
+    blacklisted: np.ndarray,
+    pairs: Optional[pa.Table],
+    *,
+    search_engine_ids: Optional[Sequence[Optional[str]]] = None,
+    overrides: Sequence[str] = (),
+) -> np.ndarray:
+    """A bool per candidate: is it a near-duplicate to exclude?
+
+    >>> ids = ["a" * 40, "b" * 40, "c" * 40, "d" * 40]
+    >>> pairs = pa.table({"image_id": ["a" * 40, "c" * 40], "duplicate_id": ["b" * 40, "ILSVRC2012_val_00000001.JPEG"]})
+    >>> resolve_near_duplicates(ids, ["n01440764"] * 4, np.array([.9, .8, .9, .9]), np.full(4, 10),
+    ...                         np.zeros(4, bool), pairs).tolist()
+    [False, True, True, False]
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    candidate_ids = list(candidate_ids)
+    n = len(candidate_ids)
+    index = {cid: i for i, cid in enumerate(candidate_ids)}
+    unknown_overrides = [o for o in overrides if o not in index]
+    if unknown_overrides:
+        raise ValueError(f"near-duplicate override(s) name no candidate of the pool: {', '.join(unknown_overrides[:5])}")
+    externals: dict[str, int] = {}
+    left, right = [], []
+    if pairs is not None:
+        for row, (a, b) in enumerate(zip(pairs.column("image_id").to_pylist(), pairs.column("duplicate_id").to_pylist()), start=1):
+            if a not in index:
+                raise ValueError(f"near-duplicates row {row}: image_id {a!r} is not a candidate of the pool")
+            if b in index:
+                j = index[b]
+            elif isinstance(b, str) and IMAGENET_FILE.fullmatch(b):
+                j = externals.setdefault(b, n + len(externals))
+            else:
+                raise ValueError(
+                    f"near-duplicates row {row}: duplicate_id {b!r} is neither a candidate of the pool nor an "
+                    f"ImageNet file name (ILSVRC2012_val_00000001.JPEG, n01440764_10026.JPEG)"
+                )
+            left.append(index[a])
+            right.append(j)
+    if search_engine_ids is not None:  # candidates that are the same photo
+        first: dict[str, int] = {}
+        for i, sid in enumerate(search_engine_ids):
+            if sid is None:
+                continue
+            if sid in first:
+                left.append(first[sid])
+                right.append(i)
+            else:
+                first[sid] = i
+    is_duplicate = np.zeros(n, bool)
+    if not left:
+        return is_duplicate
+    size = n + len(externals)
+    graph = coo_matrix((np.ones(len(left)), (left, right)), shape=(size, size))
+    _, component = connected_components(graph, directed=False)
+    linked = np.zeros(size, bool)
+    linked[left] = linked[right] = True
+    touches_imagenet = np.zeros(component.max() + 1, bool)
+    touches_imagenet[component[n:]] = True
+    cand_component = component[:n]
+    is_duplicate[linked[:n] & touches_imagenet[cand_component]] = True
+
+    override_set = set(overrides)
+    sf = np.asarray(selection_frequency, float)
+    good = (~np.asarray(blacklisted, bool)) & (np.asarray(num_annotations) > 0) & (sf >= GOOD_SELECTION_FREQUENCY)
+    good_per_wnid: dict[str, int] = {}
+    for w, g in zip(wnids, good):
+        good_per_wnid[w] = good_per_wnid.get(w, 0) + int(g)
+    free = np.flatnonzero(linked[:n] & ~touches_imagenet[cand_component])
+    for members in _split_by(free, cand_component[free]):
+        keep = _component_keeper(members, candidate_ids, wnids, sf, num_annotations, blacklisted, override_set, good_per_wnid)
+        is_duplicate[members] = True
+        is_duplicate[keep] = False
+    return is_duplicate
+
+
+def _split_by(items: np.ndarray, labels: np.ndarray) -> list[np.ndarray]:
+    order = np.argsort(labels, kind="stable")
+    items, labels = items[order], labels[order]
+    cuts = np.flatnonzero(np.diff(labels)) + 1
+    return [part for part in np.split(items, cuts) if len(part)]
+
+
+def _component_keeper(members, ids, wnids, sf, num_annotations, blacklisted, overrides, good_per_wnid) -> int:
+    chosen = [m for m in members if ids[m] in overrides]
+    if len(chosen) > 1:
+        raise ValueError(f"near-duplicate overrides {', '.join(ids[m] for m in chosen)} are in one component; keep at most one")
+    if chosen:
+        return int(chosen[0])
+    score = {m: (0.0 if blacklisted[m] or num_annotations[m] == 0 else float(sf[m])) for m in members}
+    best_by_wnid: dict[str, float] = {}
+    for m in members:
+        best_by_wnid[wnids[m]] = max(best_by_wnid.get(wnids[m], 0.0), score[m])
+    classes = [w for w, s in best_by_wnid.items() if s >= GOOD_SELECTION_FREQUENCY]
+    classes = classes or [w for w, s in best_by_wnid.items() if s >= GOOD_SELECTION_FREQUENCY - 0.1]
+    classes = classes or [max(best_by_wnid.items(), key=lambda item: (item[1], item[0]))[0]]
+    smallest = min(classes, key=lambda w: (good_per_wnid.get(w, 0), w))
+    return int(max((m for m in members if wnids[m] == smallest), key=lambda m: (score[m], ids[m])))
+
+
+def review_finished(
+    candidate_ids: Sequence[str],
+    review: Optional[pa.Table],
+    targets: Mapping[str, float],
+) -> Optional[np.ndarray]:
+    """A bool per candidate: were its neighbours reviewed beyond ``targets`` on every distance?
+
+    ``review`` is a ``near_duplicate_review`` table; ``None`` means no review table was given
+    (no candidate is excluded for an unfinished review, and this returns ``None``).
+
+    >>> review = pa.table({"candidate_id": ["a" * 40], "l2": [2e8], "fc7": [2e4], "dssim": [0.2]})
+    >>> review_finished(["a" * 40, "b" * 40], review, RELEASED_REVIEW_TARGETS).tolist()  # dssim 0.2 ≤ 0.2205
+    [False, False]
+    """
+    if review is None:
+        return None
+    missing = [m for m in REVIEW_METRICS if m not in targets]
+    if missing:
+        raise ValueError(f"near_duplicate_review_targets lacks {', '.join(missing)}; it needs l2, fc7 and dssim")
+    ids = review.column("candidate_id").to_pylist()
+    if len(set(ids)) != len(ids):
+        raise ValueError("near-duplicate review table lists a candidate twice; one row per candidate")
+    position = {cid: i for i, cid in enumerate(ids)}
+    done = np.ones(len(ids), bool)
+    for metric in REVIEW_METRICS:
+        done &= review.column(metric).to_numpy(zero_copy_only=False) > targets[metric]
+    finished = np.zeros(len(candidate_ids), bool)
+    for i, cid in enumerate(candidate_ids):
+        j = position.get(cid)
+        finished[i] = j is not None and done[j]
+    return finished
