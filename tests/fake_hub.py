@@ -40,9 +40,9 @@ Fault injection (deterministic: the real client retries some failures, so a faul
 Operation names: see :data:`OPERATIONS`. Every request is recorded in :attr:`FakeHub.requests`
 (method, path, operation, status) -- never its headers, so no token is ever kept.
 
-Usage::
+Usage (or the pytest fixture :func:`fake_hub_server`)::
 
-    with FakeHub(tmp_path / "hub") as hub:
+    with fake_hub(tmp_path / "hub") as hub:
         env = {**os.environ, **hub.client_env(tmp_path / "hf_home")}   # HF_ENDPOINT, HF_TOKEN, ...
         subprocess.run([...], env=env)
 
@@ -1058,3 +1058,22 @@ def fake_hub(root: os.PathLike | str | None = None) -> Iterator[FakeHub]:
 
 def repo_url(endpoint: str, repo_id: str, repo_type: str = "dataset") -> str:
     return f"{endpoint}/{URL_PREFIXES[repo_type]}{quote(repo_id)}"
+
+
+try:
+    import pytest
+except ImportError:  # the server itself needs only the standard library
+    pytest = None
+
+if pytest is not None:
+
+    @pytest.fixture
+    def fake_hub_server(tmp_path) -> Iterator[FakeHub]:
+        """A running :class:`FakeHub` for one test (storage under ``tmp_path``); fails the test
+        at teardown if a client made a request the fake does not implement.
+
+        Use it by importing it into a conftest or test module: ``from fake_hub import fake_hub_server``.
+        """
+        with fake_hub(tmp_path / "fake-hub") as hub:
+            yield hub
+            assert not hub.unknown_requests, f"requests the fake Hub does not implement: {hub.unknown_requests}"

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from fake_hub import INVALID_CREDENTIALS, FakeHub, git_blob_oid
+from fake_hub import INVALID_CREDENTIALS, FakeHub, fake_hub_server, git_blob_oid  # noqa: F401,F811 (fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -172,3 +172,10 @@ def test_request_log_never_holds_a_token(hub):
     create(hub)
     call(hub, "GET", "/api/whoami-v2")
     assert hub.requests and all(hub.token not in repr(r) for r in hub.requests)
+
+
+def test_fixture_and_context_manager_give_a_running_hub(fake_hub_server):
+    status, _, body = call(fake_hub_server, "GET", "/api/whoami-v2")
+    assert status == 200 and body["name"] == fake_hub_server.user
+    assert fake_hub_server.client_env("/x")["HF_ENDPOINT"] == fake_hub_server.endpoint
+    assert "HF_TOKEN" not in fake_hub_server.client_env("/x", token=None)

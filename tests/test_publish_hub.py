@@ -431,5 +431,5 @@ def test_real_sets_two_revisions_round_trip(hub, tmp_path, request, fixture, id_
             assert datasets.Features.from_dict(got["features"]) == local_features
             assert got["label_names"] == local_features["label"].names
             assert got["image"][0].endswith("ImageFile")
-        changed = sum(a != b for a, b in zip(loaded[(config, "v1")]["ids"], loaded[(config, "v2")]["ids"]))
+        changed = sum(a != b for a, b in zip(loaded[(config, "v1")]["ids"], loaded[(config, "v2")]["ids"], strict=True))
         assert changed == replace.get(config, 0)
