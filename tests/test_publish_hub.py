@@ -21,13 +21,10 @@ import datasets
 import pytest
 import yaml
 
-import conftest
 from fake_hub import FakeHub
 from pipeline.export import ConfigExport, read_card, write_hub_folder
 from pipeline.synthetic import tiny_jpeg
 
-if not hasattr(conftest, "cifar10_1_hub_folder"):  # until conftest imports the CIFAR-10.1 fixtures itself
-    from fixtures_cifar10_1 import cifar10_1_checksums, cifar10_1_data_dir, cifar10_1_hub_folder  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
