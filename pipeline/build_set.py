@@ -27,7 +27,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Union
+from typing import Mapping, Sequence, Union
 
 from .atomic import atomic_directory, atomic_file
 from .integrity import FileChecksum, file_digest

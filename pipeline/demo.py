@@ -28,7 +28,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 import numpy as np
 
@@ -226,14 +226,16 @@ def run_demo(
     from .atomic import atomic_directory
     from .build_set import build_set
     from .ingest import ingest
-    from .revision import SamplingConfig
-    from .sample import sample_stage
     from .selection_frequency import selection_frequency_stage
 
     output = Path(output)
     if output.exists() and any(output.iterdir()) and not (output / "results.json").is_file() and not (output / "inputs").is_dir():
         raise ValueError(f"refusing to replace {output}: it is not empty and not a demo output; choose another --output")
-    progress = (lambda it: tqdm(it, leave=False, unit="batch")) if show_progress else (lambda it: it)
+    import datasets
+
+    datasets.disable_progress_bars()  # the numbered steps are the demo's progress
+    datasets.logging.set_verbosity_error()
+    progress = (lambda it: tqdm(it, leave=False, unit="batch", desc="images")) if show_progress else (lambda it: it)
     steps = _Steps(8, echo)
     with atomic_directory(output) as tmp:
         steps(f"generating a synthetic pool: {shape.n_classes * shape.candidates_per_class:,} candidates, "
@@ -275,9 +277,10 @@ def run_demo(
 
         steps(f"evaluating {len(CLASSIFIERS)} classifiers on the originals and the new sets")
         rows, fits = _evaluate(original_images, pool, codes, loaded, n_bootstrap)
+        sets = _set_summary(pool, loaded, revisions)
 
         steps("results: table, results.json, accuracy.png")
-        _write_results(tmp, rows, fits, echo)
+        _write_results(tmp, rows, fits, sets, echo)
         seconds = steps.finish()
     echo(f"demo finished in {seconds:.0f} s; outputs in {output}/")
     return DemoResult(output, rows, fits, seconds)
@@ -345,6 +348,22 @@ def _evaluate(original_images: list[bytes], pool: SyntheticPool, codes: np.ndarr
     return rows, fits
 
 
+def _set_summary(pool: SyntheticPool, loaded: dict, revisions: dict) -> dict:
+    """Per set: images, mean observed selection frequency (the report's) and mean true one (known here)."""
+    from .sample import output_paths
+
+    true_sf = dict(zip(pool.candidate_ids, pool.candidate_true_sf))
+    first = json.loads(output_paths(revisions[RULES[0]])[1].read_text("utf-8"))
+    summary = {"original": {"images": len(pool.original_ids), "observed_sf": first["mean_selection_frequency"]["originals"],
+                            "true_sf": float(pool.original_true_sf.mean())}}
+    for rule, ds in loaded.items():
+        report = json.loads(output_paths(revisions[rule])[1].read_text("utf-8"))
+        ids = ds.with_format("arrow")["candidate_id"].to_pylist()
+        summary[rule] = {"images": len(ids), "observed_sf": report["mean_selection_frequency"]["set"],
+                         "true_sf": float(np.mean([true_sf[i] for i in ids]))}
+    return summary
+
+
 def _imagenet_index(wnids) -> np.ndarray:
     from imagenetv2.classes import wnid_to_index
 
@@ -352,9 +371,14 @@ def _imagenet_index(wnids) -> np.ndarray:
     return np.array([index[w] for w in wnids])
 
 
-def _write_results(folder: Path, rows: list, fits: dict, echo) -> None:
+def _write_results(folder: Path, rows: list, fits: dict, summary: dict, echo) -> None:
     sets = ["original", *fits]
     header = f"{'classifier':<22}" + "".join(f"{s:>24}" for s in sets)
+    echo("")
+    echo(f"{'set':<22}" + "".join(f"{s:>24}" for s in sets))
+    echo(f"{'images':<22}" + "".join(f"{summary[s]['images']:>24,}" for s in sets))
+    echo(f"{'mean observed SF':<22}" + "".join(f"{summary[s]['observed_sf']:>24.3f}" for s in sets))
+    echo(f"{'mean true SF':<22}" + "".join(f"{summary[s]['true_sf']:>24.3f}" for s in sets))
     echo("")
     echo("top-1 accuracy in % [95% Clopper-Pearson interval]")
     echo(header)
@@ -369,7 +393,7 @@ def _write_results(folder: Path, rows: list, fits: dict, echo) -> None:
     for rule, fit in fits.items():
         echo(f"  {rule:<17} new = {fit['slope']:.2f} [{fit['slope_ci_low']:.2f}, {fit['slope_ci_high']:.2f}] x original "
              f"{fit['intercept']:+.3f} [{fit['intercept_ci_low']:+.3f}, {fit['intercept_ci_high']:+.3f}], r2 {fit['r2']:.3f}")
-    (folder / "results.json").write_text(json.dumps({"accuracies": rows, "linear_fits": fits}, indent=2) + "\n", encoding="utf-8")
+    (folder / "results.json").write_text(json.dumps({"sets": summary, "accuracies": rows, "linear_fits": fits}, indent=2) + "\n", encoding="utf-8")
     plot_accuracies(rows, fits, folder / "accuracy.png")
 
 

@@ -10,7 +10,7 @@ matched-frequency     sample_wnid_histogram     histogram_bins, min_num_annotati
                                                 min_num_annotations_val, min_num_val_images_per_wnid,
                                                 allow_upward_sampling
 threshold-0.7         sample_above_threshold    selection_frequency_threshold, min_num_annotations,
-                                                wnid_thresholds (if any)
+                                                wnid_thresholds (per-class overrides, maybe {})
 top-images            sample_best               min_num_annotations
 ====================  ========================  ==================================================
 
@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional, Union
 
 from .atomic import atomic_write_text
 from .near_duplicates import RELEASED_REVIEW_TARGETS
@@ -142,9 +142,11 @@ class SamplingConfig:
                 "allow_upward_sampling": self.allow_upward_sampling,
             }
         elif self.rule == "threshold-0.7":
-            keys |= {"selection_frequency_threshold": self.selection_frequency_threshold, "min_num_annotations": self.min_num_annotations}
-            if self.wnid_thresholds:
-                keys["wnid_thresholds"] = dict(self.wnid_thresholds)
+            keys |= {
+                "selection_frequency_threshold": self.selection_frequency_threshold,
+                "min_num_annotations": self.min_num_annotations,
+                "wnid_thresholds": dict(self.wnid_thresholds),
+            }
         else:
             keys["min_num_annotations"] = self.min_num_annotations
         if self.wnids is not None:

@@ -21,7 +21,6 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .atomic import atomic_write_text
 from .ingest import Pool, load_pool, read_records

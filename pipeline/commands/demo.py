@@ -6,7 +6,7 @@ import argparse
 
 from ._errors import reporting_errors
 
-HELP = "run a whole rebuild offline on a synthetic pool: annotations to revisions, sets, Hub folder and evaluation (about 30 s)"
+HELP = "run a whole rebuild offline on a synthetic pool: annotations to revisions, sets, Hub folder and evaluation (about 20 s)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +22,12 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
     def main() -> int:
+        import logging
+
         from pipeline.demo import run_demo
+
+        if not getattr(args, "verbose", False):  # the numbered steps say what happens; -v shows the stages' logs
+            logging.getLogger("pipeline").setLevel(logging.WARNING)
 
         run_demo(args.output, seed=args.seed, show_progress=not args.no_progress)
         return 0

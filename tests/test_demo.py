@@ -1,0 +1,45 @@
+"""The demo end to end: `python -m pipeline demo` from a fresh process, offline."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+import pytest
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_demo_end_to_end(tmp_path):
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf-home")}
+    output = tmp_path / "demo"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "demo", "--output", str(output), "--no-progress"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for step in range(1, 9):
+        assert f"[{step}/8]" in done.stdout
+    results = json.loads((output / "results.json").read_text())
+    by = {(r["classifier"], r["set"]): r for r in results["accuracies"]}
+    assert len(by) == 5 * 4
+    for rule in ("matched-frequency", "threshold-0.7", "top-images"):
+        report = json.loads((output / "revisions" / f"demo-{rule}-1.report.json").read_text())
+        assert report["is_valid"] and report["images"] == 3000 and report["replaced_from_previous"] > 0
+        assert all(report["exclusions"][reason] > 0 for reason in ("blacklisted", "near_duplicate", "review_unfinished"))
+        ds = datasets.load_dataset(str(output / "sets" / "hub"), rule, split="test")
+        assert ds.num_rows == 3000
+        fit = results["linear_fits"][rule]
+        assert fit["n_models"] == 5 and fit["slope_ci_low"] <= fit["slope"] <= fit["slope_ci_high"]
+    # stronger models are better everywhere; the rules rank as in the paper: top-images easiest
+    strongest, weakest = "colour-a (strongest)", "colour-e (weakest)"
+    for s in ("original", "matched-frequency", "threshold-0.7", "top-images"):
+        assert by[(strongest, s)]["accuracy"] > by[(weakest, s)]["accuracy"]
+    assert by[(weakest, "top-images")]["accuracy"] > by[(weakest, "threshold-0.7")]["accuracy"] > by[(weakest, "matched-frequency")]["accuracy"]
+    png = (output / "accuracy.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    assert "linear fit of new against original accuracy" in done.stdout
