@@ -27,7 +27,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Optional, Union
@@ -290,8 +290,3 @@ def current_username() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "unknown"
-
-
-def with_config(config: SamplingConfig, **changes) -> SamplingConfig:
-    """A copy of ``config`` with some fields changed (validated again)."""
-    return replace(config, **changes)

@@ -12,16 +12,38 @@ import pytest
 ROOT = Path(__file__).parents[1]
 
 
+# `python -m pipeline demo ...` with torch, torchvision, timm and transformers made unimportable:
+# the demo is the core install's job and must not need the eval extra.
+WITHOUT_TORCH = """
+import importlib.util, runpy, sys
+BLOCKED = ("torch", "torchvision", "timm", "transformers")
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)")
+sys.meta_path.insert(0, Block())
+find_spec = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a, **k: None if name.split(".")[0] in BLOCKED else find_spec(name, *a, **k)
+sys.argv = ["pipeline", *sys.argv[1:]]
+try:
+    runpy.run_module("pipeline", run_name="__main__", alter_sys=True)
+except SystemExit as e:
+    print("loaded:", sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
+    raise
+"""
+
+
 @pytest.mark.slow
 @pytest.mark.integration
-def test_demo_end_to_end(tmp_path):
+def test_demo_end_to_end_without_torch(tmp_path):
     env = os.environ | {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf-home")}
     output = tmp_path / "demo"
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "demo", "--output", str(output), "--no-progress"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", WITHOUT_TORCH, "demo", "--output", str(output), "--no-progress"],
+        cwd=tmp_path, env=env | {"PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "loaded: []" in done.stdout
     for step in range(1, 9):
         assert f"[{step}/8]" in done.stdout
     results = json.loads((output / "results.json").read_text())
@@ -43,3 +65,12 @@ def test_demo_end_to_end(tmp_path):
     png = (output / "accuracy.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     assert "linear fit of new against original accuracy" in done.stdout
+
+
+def test_demo_refuses_to_replace_a_folder_that_is_not_a_demo_output(tmp_path):
+    from pipeline.demo import run_demo
+
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not a demo output"):
+        run_demo(tmp_path, echo=lambda line: None)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
