@@ -29,8 +29,8 @@ def plot_fits(path: Path, rows: Sequence[Mapping], original: str, new_datasets: 
     for ax, new in zip(axes[0], new_datasets or [""]):
         models, x, y = paired_accuracies(rows, original, new) if new else ([], [], [])
         x, y = np.asarray(x, float) * 100, np.asarray(y, float) * 100
-        lo, hi = (min([*x, *y], default=0) - 5, max([*x, *y], default=100) + 5)
-        lo, hi = max(0.0, lo), min(100.0, hi)
+        ends = [100 * ok[(m, d)][f"top1_ci_{e}"] for m in models for d in (original, new) for e in ("low", "high")]
+        lo, hi = max(0.0, min(ends, default=0.0) - 3), min(100.0, max(ends, default=100.0) + 3)
         if hi - lo < 10:
             lo, hi = max(0.0, lo - 5), min(100.0, hi + 5)
         grid = np.linspace(lo, hi, 200)

@@ -180,6 +180,7 @@ def predict(
     try:
         while done < len(rows):
             loader = make_loader(rows.subset(done), batch_size, workers, pin_memory=device.startswith("cuda"))
+            out_of_memory = False
             try:
                 for images, labels, index in loader:
                     x = preprocessing.finish(images, device, channels_last)
@@ -195,7 +196,10 @@ def predict(
             except Exception as e:
                 if not is_out_of_memory(e) or batch_size == 1:
                     raise
+                out_of_memory = True
+            if out_of_memory:  # outside the except block, so the failed batch's tensors are released
                 del loader
+                x = logits = top = None
                 if device.startswith("cuda"):
                     torch.cuda.empty_cache()
                 logger.warning("%s: out of memory at batch size %d; retrying with %d", desc, batch_size, batch_size // 2)
