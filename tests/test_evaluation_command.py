@@ -22,7 +22,6 @@ from scipy import stats  # noqa: E402
 from scipy.special import ndtri  # noqa: E402
 
 import datasets  # noqa: E402
-from fixtures_cifar10_1 import cifar10_1_checksums, cifar10_1_data_dir, cifar10_1_hub_folder  # noqa: E402,F401
 from fixtures_imagenetv2 import synthetic_jpeg  # noqa: E402
 from imagenetv2.classes import imagenet_classes  # noqa: E402
 from imagenetv2.features import imagenetv2_features  # noqa: E402
