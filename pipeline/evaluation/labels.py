@@ -177,7 +177,7 @@ def match_labels(
         return LabelMatch(
             "count",
             None,
-            f"{model} carries no label names; its {num_outputs} outputs are taken to be {dataset}'s classes in order",
+            f"{model} carries no label names; its {num_outputs} outputs are taken to be the classes of {dataset}, in order",
         )
     model_names = [str(n) for n in model_names]
     if len(model_names) != num_outputs:
