@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "  python -m pipeline evaluate --models models.yaml --original uoft-cs/cifar10@test \\\n"
         "      --new ./hub/cifar10_1:v6 --new ./hub/cifar10_1:v4 --output eval-cifar/ --ray local\n"
         "\nDATASET is PATH_OR_HUB_ID[:CONFIG][@SPLIT]; the split defaults to 'test' or the only split.\n"
-        "See docs/evaluating.md for the model file, the output files and their columns."
+        "See the README (Evaluating models) for the model file, the output files and their columns."
     )
     models = parser.add_argument_group("models")
     models.add_argument("--model", action="append", default=[], metavar="SPEC",

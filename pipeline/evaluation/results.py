@@ -43,7 +43,7 @@ class Column:
     description: str
 
 
-# The one declaration of the result table; results.csv, results.json and docs/evaluating.md follow it.
+# The one declaration of the result table; results.csv, results.json and the README follow it.
 COLUMNS: tuple[Column, ...] = (
     Column("model", "str", "model name (from the model record)"),
     Column("source", "str", "`timm:<name>` or `hf:<repo or folder>`"),
