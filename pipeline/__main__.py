@@ -36,12 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():
-        try:
-            module = _load(module_name)
-        except ModuleNotFoundError as e:
-            if e.name != f"pipeline.commands.{module_name}":
-                raise
-            continue  # a command not built yet
+        module = _load(module_name)
         command = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(command)
         command.set_defaults(_run=module.run)
