@@ -32,7 +32,9 @@ def _load(module: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline", description="Every stage of a rebuild of the test sets, publishing, and evaluation."
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():
