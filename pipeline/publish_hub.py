@@ -200,3 +200,29 @@ def quiet_http_logs(verbose: bool = False) -> None:
     if not verbose:
         for name in ("httpx", "httpx2", "httpcore"):
             logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def run_with_token(args, body) -> int:
+    """Run a publishing command: get the token (required unless ``args.dry_run``), keep it out of
+    every log record and message, and turn any unexpected error into a one-line message (exit 1).
+
+    ``body(args, token) -> int`` is the command itself.
+    """
+    import sys
+    import traceback
+
+    verbose = getattr(args, "verbose", False)
+    try:
+        token = get_token(required=not args.dry_run)
+    except PublishError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 1
+    quiet_http_logs(verbose)
+    with redacting_logs(token):
+        try:
+            return body(args, token)
+        except Exception as e:  # anything unexpected: a message, never a token
+            print(f"error: {redact(f'{type(e).__name__}: {e}', token)}", file=sys.stderr, flush=True)
+            if verbose:
+                print(redact(traceback.format_exc(), token), file=sys.stderr, flush=True)
+            return 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import traceback
 
 HELP = "push a Hub-ready dataset folder to the Hub as one commit, tagged as a new revision"
 
@@ -23,22 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.publish_hub import PublishError, get_token, quiet_http_logs, redact, redacting_logs
+    from pipeline.publish_hub import run_with_token
 
-    try:
-        token = get_token(required=not args.dry_run)
-    except PublishError as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        return 1
-    quiet_http_logs(getattr(args, "verbose", False))
-    with redacting_logs(token):
-        try:
-            return _run(args, token)
-        except Exception as e:  # anything unexpected: a message, never a token
-            print(f"error: {redact(f'{type(e).__name__}: {e}', token)}", file=sys.stderr, flush=True)
-            if getattr(args, "verbose", False):
-                print(redact(traceback.format_exc(), token), file=sys.stderr, flush=True)
-            return 1
+    return run_with_token(args, _run)
 
 
 def _run(args: argparse.Namespace, token) -> int:
