@@ -204,12 +204,20 @@ def test_download_from_the_pinned_url_through_the_download_manager(tmp_path, mon
 # --- sources: plain and gzip tars, extracted folders, spellings, junk -------------------------
 
 
-def test_plain_and_gzip_archives_give_the_same_rows(tmp_path, imagenetv2_datasets):
-    gz = write_imagenetv2_archive(tmp_path / "gz", "matched-frequency", compression="gz")
-    ds = build(tmp_path / "gz", tmp_path / "cache", archive_checksum=gz)
-    plain = imagenetv2_datasets["matched-frequency"]  # the session fixture's archive is a plain tar
-    key = lambda d: sorted(zip(d["candidate_id"], d["label"]))  # noqa: E731
-    assert key(ds.select_columns(["candidate_id", "label"]).to_dict()) == key(plain.select_columns(["candidate_id", "label"]).to_dict())
+@pytest.mark.parametrize("config", CONFIG_NAMES)
+def test_plain_and_gzip_archives_give_the_same_rows(tmp_path, imagenetv2_datasets, imagenetv2_archive_dir, config):
+    """Every config from the other compression than the session fixture's archive."""
+    _, checksums = imagenetv2_archive_dir
+    fixture_is_gzip = _is_gzip(imagenetv2_archive_dir[0] / checksums[config].name)
+    other = write_imagenetv2_archive(tmp_path / "data", config, compression=None if fixture_is_gzip else "gz")
+    assert _is_gzip(tmp_path / "data" / other.name) != fixture_is_gzip
+    ds = build(tmp_path / "data", tmp_path / "cache", config, archive_checksum=other)
+    columns = ["candidate_id", "label", "wnid"]
+    assert ds.select_columns(columns).to_dict() == imagenetv2_datasets[config].select_columns(columns).to_dict()
+
+
+def _is_gzip(path: Path) -> bool:
+    return path.read_bytes()[:2] == b"\x1f\x8b"
 
 
 def test_older_top_folder_spelling_and_os_junk(tmp_path, caplog):
