@@ -145,7 +145,8 @@ class ImageNetV2(ClearErrors, datasets.GeneratorBasedBuilder):
             content.add(member)
             check_image(member, source, full_decode)
             yield member.path, {
-                "image": {"bytes": member.data, "path": member.path},
+                # no path: datasets would store a path that happens to name a local file instead of the bytes
+                "image": {"bytes": member.data, "path": None},
                 "label": member.class_index,
                 "wnid": all_wnids[member.class_index],
                 "candidate_id": member.candidate_id,

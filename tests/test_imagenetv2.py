@@ -116,8 +116,8 @@ def test_images_are_the_archive_bytes(imagenetv2_datasets):
     ds = imagenetv2_datasets["threshold-0.7"].cast_column("image", datasets.Image(decode=False))
     archived = {e.name.split("/", 1)[1]: e.data for e in release_entries("threshold-0.7") if e.data is not None}
     for row in ds.select(range(0, 10_000, 97)):
-        assert row["image"]["bytes"] == archived[row["image"]["path"]]
-        assert row["image"]["path"] == f"{row['label']}/{row['candidate_id']}.jpeg"
+        assert row["image"]["bytes"] == archived[f"{row['label']}/{row['candidate_id']}.jpeg"]
+        assert row["image"]["path"] is None  # a relative path could name a local file, and datasets would keep that instead
     decoded = imagenetv2_datasets["threshold-0.7"][0]["image"]
     assert decoded.format == "JPEG" and decoded.size == (8, 8)
 
@@ -235,16 +235,21 @@ def test_older_top_folder_spelling_and_os_junk(tmp_path, caplog):
     assert sum("skipping OS junk" in r.message for r in caplog.records) == 3
 
 
-def test_extracted_top_folder(tmp_path, imagenetv2_archive_dir):
-    """data_dir may hold the extracted top folder instead of the archive (any spelling)."""
+def test_extracted_top_folder(tmp_path, imagenetv2_archive_dir, monkeypatch):
+    """data_dir may hold the extracted top folder instead of the archive (any spelling). Built
+    from inside the top folder, where every class/file path names a real file, the rows still hold
+    the bytes."""
     data_dir, _ = imagenetv2_archive_dir
     target = tmp_path / "data"
     with tarfile.open(data_dir / "imagenetv2-threshold0.7.tar.gz") as tar:
         tar.extractall(target, filter="data")
     (target / "imagenetv2-threshold0.7-format-val").rename(target / "imagenetv2-threshold-0.7-format-val")
     (target / "imagenetv2-threshold-0.7-format-val" / "3" / ".DS_Store").write_bytes(b"junk")
+    monkeypatch.chdir(target / "imagenetv2-threshold-0.7-format-val")
     ds = build(target, tmp_path / "cache", "threshold-0.7")
     assert ds.num_rows == 10_000
+    raw = ds.cast_column("image", datasets.Image(decode=False))[0]["image"]
+    assert raw["bytes"][:2] == b"\xff\xd8" and raw["path"] is None
     assert set(zip(ds["candidate_id"], ds["wnid"])) == released_pairs("threshold-0.7")
 
 
