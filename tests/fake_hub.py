@@ -240,10 +240,12 @@ class FakeHub:
         self.reject_tokens = False
         self.repos: dict[tuple[str, str], Repo] = {}
         self.lfs_objects: set[str] = set()
-        self.requests: list[RequestRecord] = []
+        self._requests: list[RequestRecord] = []
         self.unknown_requests: list[str] = []
         self._faults: list[Fault] = []
         self._lock = threading.RLock()
+        self._settled = threading.Condition(self._lock)
+        self._in_flight = 0
         self._counter = 0
         self._server: Optional[ThreadingHTTPServer] = None
         self._thread: Optional[threading.Thread] = None
@@ -338,10 +340,18 @@ class FakeHub:
 
     # -- inspection helpers for tests
 
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """Every request so far, in arrival order. A request is recorded after its response is
+        sent, so this waits (up to 5 s) until no request is in flight: a client that has its
+        answer finds its request here."""
+        with self._settled:
+            self._settled.wait_for(lambda: self._in_flight == 0, timeout=5)
+            return list(self._requests)
+
     def operations(self, *names: str) -> list[RequestRecord]:
         """Recorded requests of the given operations (all requests if no name is given)."""
-        with self._lock:
-            return [r for r in self.requests if not names or r.operation in names]
+        return [r for r in self.requests if not names or r.operation in names]
 
     def write_requests(self) -> list[RequestRecord]:
         return self.operations(*WRITE_OPERATIONS)
@@ -429,6 +439,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._dispatch("DELETE")
 
     def _dispatch(self, method: str) -> None:
+        with self.hub._lock:
+            self.hub._in_flight += 1
         split = urlsplit(self.path)
         self.query = {k: v for k, v in parse_qs(split.query, keep_blank_values=True).items()}
         self.segments = split.path.split("/")[1:]  # raw (still percent-encoded) segments
@@ -467,8 +479,10 @@ class _Handler(BaseHTTPRequestHandler):
             with contextlib.suppress(Exception):
                 self._send_error(HubError(500, f"fake Hub internal error: {type(e).__name__}: {e}"))
         finally:
-            with self.hub._lock:
-                self.hub.requests.append(RequestRecord(method, split.path, self.operation, status))
+            with self.hub._settled:
+                self.hub._requests.append(RequestRecord(method, split.path, self.operation, status))
+                self.hub._in_flight -= 1
+                self.hub._settled.notify_all()
 
     def _route(self, method: str):
         s = [unquote(x) for x in self.segments]
