@@ -1,6 +1,6 @@
 """Integrity of released files: sizes and sha256, checked while the file is read.
 
-The builders read each released file once; :class:`HashingReader` computes its sha256 on the way
+The builders read each released file once; :class:`PrefetchingHashingReader` computes its sha256 on the way
 so that verification costs no second pass. :func:`check_checksum` turns a mismatch into an error
 that names the file, the expected and the actual hash, and recognises known older releases.
 """
@@ -73,47 +73,11 @@ def file_digest(path: os.PathLike | str) -> Digest:
     return digest
 
 
-class HashingReader(io.RawIOBase):
-    """A read-only file wrapper that hashes every byte read through it.
+class PrefetchingHashingReader(io.RawIOBase):
+    """A read-only file wrapper that hashes every byte, read and hashed ahead by a thread.
 
     Call :meth:`drain` after the consumer stops reading (a tar reader stops at the end-of-archive
-    marker, before the padding) so that the digest covers the whole file.
-    """
-
-    def __init__(self, raw: BinaryIO):
-        super().__init__()
-        self._raw = raw
-        self.digest = Digest()
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        data = self._raw.read(len(buffer))
-        n = len(data)
-        buffer[:n] = data
-        self.digest.update(data)
-        return n
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._raw.read(size)
-        self.digest.update(data)
-        return data
-
-    def drain(self) -> Digest:
-        while chunk := self._raw.read(CHUNK_SIZE):
-            self.digest.update(chunk)
-        return self.digest
-
-    def close(self) -> None:
-        self._raw.close()
-        super().close()
-
-
-class PrefetchingHashingReader(io.RawIOBase):
-    """Like :class:`HashingReader`, but a background thread reads and hashes ahead.
-
-    The thread reads ``chunk_size`` blocks, hashes them (hashlib releases the GIL) and hands them
+    marker, before the padding) so that the digest covers the whole file. The thread reads ``chunk_size`` blocks, hashes them (hashlib releases the GIL) and hands them
     over through a queue of at most ``depth`` blocks, so reading and hashing overlap with the
     consumer's work while memory stays bounded (``chunk_size * (depth + 2)``).
     """
