@@ -1,7 +1,7 @@
 """Integrity of released files: sizes and sha256, checked while the file is read.
 
-The builders read each released file once; :class:`PrefetchingHashingReader` computes its sha256 on the way
-so that verification costs no second pass. :func:`check_checksum` turns a mismatch into an error
+The builders read each released file once; :class:`PrefetchingHashingReader` computes its
+sha256 on the way so that verification costs no second pass. :func:`check_checksum` turns a mismatch into an error
 that names the file, the expected and the actual hash, and recognises known older releases.
 """
 
@@ -77,9 +77,10 @@ class PrefetchingHashingReader(io.RawIOBase):
     """A read-only file wrapper that hashes every byte, read and hashed ahead by a thread.
 
     Call :meth:`drain` after the consumer stops reading (a tar reader stops at the end-of-archive
-    marker, before the padding) so that the digest covers the whole file. The thread reads ``chunk_size`` blocks, hashes them (hashlib releases the GIL) and hands them
-    over through a queue of at most ``depth`` blocks, so reading and hashing overlap with the
-    consumer's work while memory stays bounded (``chunk_size * (depth + 2)``).
+    marker, before the padding) so that the digest covers the whole file. The thread reads
+    ``chunk_size`` blocks, hashes them (hashlib releases the GIL) and hands them over through a
+    queue of at most ``depth`` blocks, so reading and hashing overlap with the consumer's work
+    while memory stays bounded (``chunk_size * (depth + 2)``).
     """
 
     def __init__(self, raw: BinaryIO, chunk_size: int = CHUNK_SIZE, depth: int = 8):
