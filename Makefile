@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean browser
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -15,8 +15,13 @@ demo: $(PY)
 	$(PIP) install -q -e ".[pipeline]"
 	$(PY) -m pipeline demo
 
+# The browser the page tests drive (Debian's chromium and its driver), installed when missing.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; }
+
 # The test suite, with every extra installed (torch, timm, transformers, ray: what CI runs).
-test: $(PY)
+test: $(PY) browser
 	$(PIP) install -q -e ".[all]"
 	$(PY) -m pytest
 

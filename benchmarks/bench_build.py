@@ -33,8 +33,8 @@ import numpy as np  # noqa: E402
 from fixtures_imagenetv2 import Entry, write_tar  # noqa: E402
 from imagenetv2 import ImageNetV2, get_variant  # noqa: E402
 from imagenetv2.classes import wnids  # noqa: E402
-from pipeline.integrity import FileChecksum, file_digest  # noqa: E402
-from pipeline.synthetic import photo_like_jpeg  # noqa: E402
+from pipeline.core.integrity import FileChecksum, file_digest  # noqa: E402
+from pipeline.toys.synthetic import photo_like_jpeg  # noqa: E402
 
 CONFIG = "matched-frequency"
 
@@ -105,7 +105,7 @@ def child_peak_rss(folder: Path, revision: Path, checksum: FileChecksum) -> tupl
         "import sys, pathlib, json\n"
         f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
         "import bench_build as b, datasets\n"
-        "from pipeline.integrity import FileChecksum\n"
+        "from pipeline.core.integrity import FileChecksum\n"
         "datasets.disable_progress_bars()\n"
         "hwm = lambda: int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])\n"
         "before = hwm()\n"

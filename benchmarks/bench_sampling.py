@@ -3,7 +3,7 @@
 The pool: 208,000 candidates over 1,000 classes (208 each) and 50 originals per class, in
 tasks of 40 candidates + 4 positive + 3 negative controls done by 10 workers each, so every
 candidate has 10 annotations (2.4 million annotation rows). It is generated with
-:mod:`pipeline.synthetic_pool` and written as a pool folder first (not timed). The timed run is
+:mod:`pipeline.toys.synthetic_pool` and written as a pool folder first (not timed). The timed run is
 the stages as the commands run them, files in and out: ``selection_frequency_stage`` and
 ``sample_stage`` for matched-frequency, threshold-0.7 and top-images.
 
@@ -30,7 +30,7 @@ def rss_mib() -> float:
 
 
 def shape_for(candidates_per_class: int):
-    from pipeline.synthetic_pool import PoolShape
+    from pipeline.toys.synthetic_pool import PoolShape
 
     return PoolShape(
         n_classes=1000, candidates_per_class=candidates_per_class, originals_per_class=50, positive_controls=4,
@@ -40,9 +40,9 @@ def shape_for(candidates_per_class: int):
 
 def prepare(folder: str, candidates_per_class: int) -> dict:
     """Generate the pool and ingest-equivalent tables into ``folder`` (not timed)."""
-    from pipeline.ingest import POOL_FILES
-    from pipeline.synthetic_pool import make_synthetic_pool
-    from pipeline.tables import from_rows, write_table
+    from pipeline.rebuild.ingest import POOL_FILES
+    from pipeline.toys.synthetic_pool import make_synthetic_pool
+    from pipeline.rebuild.tables import from_rows, write_table
 
     pool = make_synthetic_pool(0, shape_for(candidates_per_class))
     root = Path(folder)
@@ -58,10 +58,10 @@ def timed_run(folder: str, queue) -> None:
     """In a fresh process: load, then time the stages; report time and memory."""
     import pyarrow as pa
 
-    from pipeline.ingest import load_pool
-    from pipeline.revision import SamplingConfig
-    from pipeline.sample import sample_stage
-    from pipeline.selection_frequency import selection_frequency_stage
+    from pipeline.rebuild.ingest import load_pool
+    from pipeline.rebuild.revision import SamplingConfig
+    from pipeline.rebuild.sample import sample_stage
+    from pipeline.rebuild.selection_frequency import selection_frequency_stage
 
     load_pool(folder, ("candidates",))  # warm the imports; the stages read the tables themselves
     base = rss_mib()

@@ -5,14 +5,14 @@
 ('ship', 'v6', ['v6', 'v4'])
 """
 
-from pipeline.export import DatasetPackage
+from pipeline.core.export import DatasetPackage
 
 from . import card
 from .builder import Cifar10_1, Cifar10_1Config
 from .features import cifar10_1_features
 from .variants import CLASS_NAMES, CONFIG_NAMES, DEFAULT_CONFIG, VARIANTS, get_variant
 
-# What `python -m cifar10_1 build` (pipeline.export.main) needs to know.
+# What `python -m cifar10_1 build` (pipeline.core.export.main) needs to know.
 PACKAGE = DatasetPackage(
     prog="python -m cifar10_1",
     builder_cls=Cifar10_1,

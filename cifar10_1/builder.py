@@ -7,8 +7,8 @@ from typing import Mapping, Optional
 
 import datasets
 
-from pipeline.builders import ClearErrors
-from pipeline.integrity import ChecksumError, FileChecksum
+from pipeline.core.builders import ClearErrors
+from pipeline.core.integrity import ChecksumError, FileChecksum
 
 from .features import cifar10_1_features
 from .release import Release, expected_checksums, locate_files, read_release, verify_files

@@ -14,7 +14,7 @@ from typing import Iterator, Mapping, NamedTuple, Optional
 import numpy as np
 from PIL import Image
 
-from pipeline.integrity import FileChecksum, verify_file
+from pipeline.core.integrity import FileChecksum, verify_file
 
 from .arrays import check_images, check_labels, check_same_length, load_npy
 from .provenance import image_keywords, ti_indices
@@ -106,7 +106,7 @@ def locate_files(variant: Variant, data_dir: os.PathLike | str) -> dict[str, Pat
 
 
 def verify_files(paths: Mapping[str, os.PathLike | str], expected: Mapping[str, FileChecksum]) -> None:
-    """Check the size and sha256 of every file; :class:`~pipeline.integrity.ChecksumError` names the first bad one."""
+    """Check the size and sha256 of every file; :class:`~pipeline.core.integrity.ChecksumError` names the first bad one."""
     for role, path in paths.items():
         verify_file(path, expected[role])
 

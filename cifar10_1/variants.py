@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from pipeline.integrity import FileChecksum
+from pipeline.core.integrity import FileChecksum
 
 GITHUB_REPO = "modestyachts/CIFAR-10.1"
 GITHUB_COMMIT = "d9982abb0bfc4846b8d13a11e66b887d946205d0"  # 2020-04-15, "Update to numpy format version 2.0"

@@ -5,7 +5,7 @@
 ('matched-frequency', 'threshold-0.7', 'top-images')
 """
 
-from pipeline.export import DatasetPackage
+from pipeline.core.export import DatasetPackage
 
 from .builder import ImageNetV2, ImageNetV2Config
 from .card import card_body, card_extra, revision_files

@@ -2,7 +2,7 @@
 
 import sys
 
-from pipeline.export import main
+from pipeline.core.export import main
 
 from . import PACKAGE
 

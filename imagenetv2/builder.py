@@ -23,8 +23,8 @@ from typing import Iterator, Mapping, Optional
 import datasets
 from PIL import Image
 
-from pipeline.builders import ClearErrors
-from pipeline.integrity import FileChecksum, PrefetchingHashingReader, check_checksum, file_digest
+from pipeline.core.builders import ClearErrors
+from pipeline.core.integrity import FileChecksum, PrefetchingHashingReader, check_checksum, file_digest
 
 from .archive import ArchiveError, Member, find_top_folder, iter_folder, iter_tar
 from .classes import wnids
@@ -53,7 +53,7 @@ class ImageNetV2Config(datasets.BuilderConfig):
     """A config of :class:`ImageNetV2`.
 
     ``revision_file`` (a revision JSON) and ``archive_checksum`` (a
-    :class:`~pipeline.integrity.FileChecksum`) replace the released revision list and the pinned
+    :class:`~pipeline.core.integrity.FileChecksum`) replace the released revision list and the pinned
     archive checksum, for sets rebuilt by the pipeline.
     """
 

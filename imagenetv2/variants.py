@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from pipeline.integrity import FileChecksum, KnownRelease
+from pipeline.core.integrity import FileChecksum, KnownRelease
 
 HUB_REPO = "vaishaal/ImageNetV2"
 HUB_COMMIT = "d626240be2538720e83103a0e1178d24aca8b12c"  # "Upload 3 files", 2023-03-19

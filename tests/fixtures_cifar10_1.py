@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.integrity import FileChecksum, file_digest
+from pipeline.core.integrity import FileChecksum, file_digest
 
 LABELS_DIR = Path(__file__).parent / "data"
 
@@ -73,7 +73,7 @@ def cifar10_1_checksums(cifar10_1_data_dir) -> dict[str, FileChecksum]:
 def cifar10_1_hub_folder(tmp_path_factory, cifar10_1_data_dir, cifar10_1_checksums) -> Path:
     """A Hub-ready folder with v6 (default) and v4 exported from the synthetic files, verified."""
     from cifar10_1 import PACKAGE
-    from pipeline.export import export_package
+    from pipeline.core.export import export_package
 
     root = tmp_path_factory.mktemp("cifar10_1_export")
     return export_package(

@@ -18,9 +18,9 @@ import pytest
 
 from imagenetv2 import PACKAGE, ImageNetV2, get_variant
 from imagenetv2.revisions import expected_images, released_revision_json
-from pipeline.export import export_package
-from pipeline.integrity import FileChecksum, file_digest
-from pipeline.synthetic import tiny_jpeg
+from pipeline.core.export import export_package
+from pipeline.core.integrity import FileChecksum, file_digest
+from pipeline.toys.synthetic import tiny_jpeg
 
 __all__ = [
     "Entry",

@@ -1,4 +1,4 @@
-"""Small hand-made pools for the rebuild tests (the tables of pipeline.tables, built in memory)."""
+"""Small hand-made pools for the rebuild tests (the tables of pipeline.rebuild.tables, built in memory)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from imagenetv2.classes import wnids
-from pipeline.ingest import Pool
-from pipeline.tables import from_rows
+from pipeline.rebuild.ingest import Pool
+from pipeline.rebuild.tables import from_rows
 
 WNIDS = wnids()
 A, B, C = WNIDS[0], WNIDS[1], WNIDS[2]

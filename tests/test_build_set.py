@@ -10,14 +10,14 @@ import pytest
 from imagenetv2 import get_variant
 from imagenetv2.classes import wnid_to_index
 from pipeline.__main__ import main
-from pipeline.build_set import MANIFEST, build_set, write_release_tar
-from pipeline.ingest import POOL_FILES, load_pool
-from pipeline.revision import SamplingConfig, load_revision
-from pipeline.sample import sample_stage
-from pipeline.selection_frequency import selection_frequency_stage
-from pipeline.synthetic import tiny_jpeg
-from pipeline.synthetic_pool import PoolShape, make_synthetic_pool
-from pipeline.tables import write_table
+from pipeline.rebuild.build_set import MANIFEST, build_set, write_release_tar
+from pipeline.rebuild.ingest import POOL_FILES, load_pool
+from pipeline.rebuild.revision import SamplingConfig, load_revision
+from pipeline.rebuild.sample import sample_stage
+from pipeline.rebuild.selection_frequency import selection_frequency_stage
+from pipeline.toys.synthetic import tiny_jpeg
+from pipeline.toys.synthetic_pool import PoolShape, make_synthetic_pool
+from pipeline.rebuild.tables import write_table
 
 RULES = ("matched-frequency", "threshold-0.7", "top-images")
 
@@ -37,7 +37,7 @@ def rebuilt(tmp_path_factory):
     write_table(synthetic.candidates_table(), pool / POOL_FILES["candidates"])
     write_table(synthetic.originals_table(), pool / POOL_FILES["originals"])
     write_table(synthetic.annotations(), pool / POOL_FILES["annotations"])
-    from pipeline.ingest import image_store_from_folder
+    from pipeline.rebuild.ingest import image_store_from_folder
 
     write_table(image_store_from_folder(images, set(synthetic.candidate_ids), pool), pool / POOL_FILES["images"])
     selection_frequency_stage(pool)

@@ -25,7 +25,7 @@ from cifar10_1 import CLASS_NAMES, CONFIG_NAMES, VARIANTS, Cifar10_1, cifar10_1_
 from cifar10_1.provenance import KEYWORD_DERIVATIONS, V6Metadata, keyword_counts, ti_indices, v6_keywords
 from fixtures_cifar10_1 import LABELS_DIR, checksum_of
 from fixtures_cifar10_1 import cifar10_1_checksums, cifar10_1_data_dir  # noqa: F401 (fixtures, also without conftest)
-from pipeline.integrity import ChecksumError, verify_file
+from pipeline.core.integrity import ChecksumError, verify_file
 
 # From the release (NOTES.md, the CIFAR-10.1 README and paper).
 EXPECTED_ROWS = {"v4": 2021, "v6": 2000}

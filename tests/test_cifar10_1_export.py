@@ -23,8 +23,8 @@ import cifar10_1.variants
 from cifar10_1 import PACKAGE, Cifar10_1, cifar10_1_features
 from fixtures_cifar10_1 import cifar10_1_checksums, cifar10_1_data_dir, cifar10_1_hub_folder  # noqa: F401 (fixtures)
 from fixtures_cifar10_1 import write_cifar10_1_files
-from pipeline.export import main, read_card
-from pipeline.integrity import ChecksumError
+from pipeline.core.export import main, read_card
+from pipeline.core.integrity import ChecksumError
 
 EXPECTED_CLASS_COUNTS = {"v4": [208, 212, 202, 212, 204, 218, 192, 210, 161, 202], "v6": [200] * 10}
 REPO_ROOT = Path(__file__).resolve().parents[1]

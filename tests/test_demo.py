@@ -68,7 +68,7 @@ def test_demo_end_to_end_without_torch(tmp_path):
 
 
 def test_demo_refuses_to_replace_a_folder_that_is_not_a_demo_output(tmp_path):
-    from pipeline.demo import run_demo
+    from pipeline.toys.demo import run_demo
 
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="not a demo output"):

@@ -6,14 +6,14 @@ import importlib
 import pytest
 
 MODULES = [
-    "pipeline.atomic",
-    "pipeline.integrity",
-    "pipeline.export",
+    "pipeline.core.atomic",
+    "pipeline.core.integrity",
+    "pipeline.core.export",
     "imagenetv2.classes",
     "imagenetv2.variants",
     "imagenetv2.revisions",
     "imagenetv2",
-    "pipeline.synthetic",
+    "pipeline.toys.synthetic",
 ]
 
 

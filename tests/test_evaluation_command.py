@@ -27,7 +27,7 @@ from imagenetv2.classes import imagenet_classes  # noqa: E402
 from imagenetv2.features import imagenetv2_features  # noqa: E402
 from pipeline.__main__ import main  # noqa: E402
 from pipeline.evaluation import results as R  # noqa: E402
-from pipeline.export import ConfigExport, write_hub_folder  # noqa: E402
+from pipeline.core.export import ConfigExport, write_hub_folder  # noqa: E402
 
 torch = pytest.importorskip("torch", reason="the evaluate command needs the eval extra (torch, timm, transformers)")
 

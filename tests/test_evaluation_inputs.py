@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 import datasets
-from pipeline.synthetic import photo_like_jpeg, tiny_jpeg
+from pipeline.toys.synthetic import photo_like_jpeg, tiny_jpeg
 
 torch = pytest.importorskip("torch", reason="the input pipeline needs the eval extra (torch, timm)")
 timm = pytest.importorskip("timm", reason="the input pipeline needs the eval extra (torch, timm)")

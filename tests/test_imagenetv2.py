@@ -25,7 +25,7 @@ import yaml
 from fixtures_imagenetv2 import Entry, release_entries, synthetic_jpeg, write_imagenetv2_archive, write_tar
 from imagenetv2 import CONFIG_NAMES, VARIANTS, ImageNetV2, get_variant
 from imagenetv2.archive import ArchiveError, LegacyReleaseError
-from pipeline.integrity import ChecksumError, FileChecksum
+from pipeline.core.integrity import ChecksumError, FileChecksum
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "imagenetv2" / "data"

@@ -9,8 +9,8 @@ import pytest
 from helpers_rebuild import A, B, cid, val
 
 from pipeline.__main__ import main
-from pipeline.ingest import RESULTS_CSV_COLUMNS, IngestError, ingest, load_pool, read_candidates
-from pipeline.synthetic import tiny_jpeg
+from pipeline.rebuild.ingest import RESULTS_CSV_COLUMNS, IngestError, ingest, load_pool, read_candidates
+from pipeline.toys.synthetic import tiny_jpeg
 
 HEADER = ["HITId", "HITTypeId", "AssignmentId", "WorkerId", "AssignmentStatus", "Input.wnid", "Input.images", "Answer.selected", "Approve"]
 

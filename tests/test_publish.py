@@ -11,8 +11,8 @@ import datasets
 import pytest
 import yaml
 
-from pipeline.export import ConfigExport, read_card, write_hub_folder
-from pipeline.publish import (
+from pipeline.core.export import ConfigExport, read_card, write_hub_folder
+from pipeline.publish.push import (
     CHANGES_FILE,
     IMAGE_SHA256,
     FolderError,
@@ -23,8 +23,8 @@ from pipeline.publish import (
     next_auto_tag,
     read_revision_file_name,
 )
-from pipeline.publish_hub import check_ref_name, check_repo_id, describe_failure, redact
-from pipeline.synthetic import tiny_jpeg
+from pipeline.publish.hub import check_ref_name, check_repo_id, describe_failure, redact
+from pipeline.toys.synthetic import tiny_jpeg
 
 FEATURES = datasets.Features(
     {"image": datasets.Image(), "label": datasets.ClassLabel(names=["cat", "dog"]), "candidate_id": datasets.Value("string")}
@@ -221,7 +221,7 @@ def test_messages_never_show_a_token():
     assert token not in message and "rejected the token" in message and "HF_TOKEN" in message
 
 
-@pytest.mark.parametrize("name", ["pipeline.publish", "pipeline.publish_hub", "pipeline.publish_metric"])
+@pytest.mark.parametrize("name", ["pipeline.publish.push", "pipeline.publish.hub", "pipeline.publish.metric_space"])
 def test_docstring_examples(name):
     import doctest
     import importlib

@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from fake_hub import FakeHub
-from pipeline.export import ConfigExport, read_card, write_hub_folder
-from pipeline.synthetic import tiny_jpeg
+from pipeline.core.export import ConfigExport, read_card, write_hub_folder
+from pipeline.toys.synthetic import tiny_jpeg
 
 
 pytestmark = pytest.mark.integration

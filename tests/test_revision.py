@@ -10,11 +10,11 @@ import pytest
 from helpers_rebuild import A, B, cid, pool_with, val
 
 from pipeline.__main__ import main
-from pipeline.near_duplicates import RELEASED_REVIEW_TARGETS, resolve_near_duplicates, review_finished
-from pipeline.revision import KEY_ORDER, RELEASED, SamplingConfig, load_revision, revision_from_json, sampling_config
-from pipeline.sample import sample_revision
-from pipeline.synthetic_pool import PoolShape, make_synthetic_pool
-from pipeline.tables import write_table
+from pipeline.rebuild.near_duplicate_rules import RELEASED_REVIEW_TARGETS, resolve_near_duplicates, review_finished
+from pipeline.rebuild.revision import KEY_ORDER, RELEASED, SamplingConfig, load_revision, revision_from_json, sampling_config
+from pipeline.rebuild.sample import sample_revision
+from pipeline.toys.synthetic_pool import PoolShape, make_synthetic_pool
+from pipeline.rebuild.tables import write_table
 
 
 def released_json(name):
@@ -146,8 +146,8 @@ def test_review_is_finished_only_beyond_every_target():
 @pytest.fixture
 def small_pool_folder(tmp_path):
     """A synthetic pool (5 classes) written as a pool folder with its selection frequencies."""
-    from pipeline.ingest import POOL_FILES
-    from pipeline.selection_frequency import selection_frequency_stage
+    from pipeline.rebuild.ingest import POOL_FILES
+    from pipeline.rebuild.selection_frequency import selection_frequency_stage
 
     shape = PoolShape(n_classes=5, candidates_per_class=30, originals_per_class=25, positive_controls=25, negative_controls=2,
                       grid=30, annotators=12, workers=40, spammer_fraction=0.0, rejected_fraction=0.0)
@@ -156,7 +156,7 @@ def small_pool_folder(tmp_path):
     write_table(synthetic.candidates_table(), folder / POOL_FILES["candidates"])
     write_table(synthetic.originals_table(), folder / POOL_FILES["originals"])
     write_table(synthetic.annotations(), folder / POOL_FILES["annotations"])
-    from pipeline.tables import from_rows
+    from pipeline.rebuild.tables import from_rows
 
     write_table(from_rows([], "images"), folder / POOL_FILES["images"])
     selection_frequency_stage(folder)

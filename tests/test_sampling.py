@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from helpers_rebuild import A, B, C, cid, pool_with, val
 
-from pipeline.revision import SamplingConfig
-from pipeline.sample import sample_revision
-from pipeline.sampling import (
+from pipeline.rebuild.revision import SamplingConfig
+from pipeline.rebuild.sample import sample_revision
+from pipeline.rebuild.sampling_rules import (
     REASONS,
     CandidateArrays,
     histogram_bin,

@@ -7,10 +7,10 @@ import pytest
 from helpers_rebuild import A, B, cid, val
 
 from pipeline.__main__ import main
-from pipeline.ingest import POOL_FILES
-from pipeline.selection_frequency import compute_selection_frequencies, worker_control_accuracy
-from pipeline.synthetic_pool import PoolShape, make_synthetic_pool
-from pipeline.tables import from_rows, read_table, write_table
+from pipeline.rebuild.ingest import POOL_FILES
+from pipeline.rebuild.selection_frequency import compute_selection_frequencies, worker_control_accuracy
+from pipeline.toys.synthetic_pool import PoolShape, make_synthetic_pool
+from pipeline.rebuild.tables import from_rows, read_table, write_table
 
 
 def annotation(assignment, worker, status, image, wnid, selected):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pipeline.__main__ import main
-from pipeline.simulate import JSON_KEYS, ROWS, bar_masks, draw_images, make_world, simulate, true_selection_frequency
+from pipeline.toys.simulate import JSON_KEYS, ROWS, bar_masks, draw_images, make_world, simulate, true_selection_frequency
 
 
 def test_world_follows_the_spec():

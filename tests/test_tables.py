@@ -7,17 +7,17 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pipeline.tables import TABLES, conform, from_rows, read_any, read_table, schema, write_table
+from pipeline.rebuild.tables import TABLES, conform, from_rows, read_any, read_table, schema, write_table
 
 REBUILD_MODULES = [
-    "pipeline.tables",
-    "pipeline.ingest",
-    "pipeline.selection_frequency",
-    "pipeline.sampling",
-    "pipeline.near_duplicates",
-    "pipeline.revision",
-    "pipeline.synthetic_pool",
-    "pipeline.simulate",
+    "pipeline.rebuild.tables",
+    "pipeline.rebuild.ingest",
+    "pipeline.rebuild.selection_frequency",
+    "pipeline.rebuild.sampling_rules",
+    "pipeline.rebuild.near_duplicate_rules",
+    "pipeline.rebuild.revision",
+    "pipeline.toys.synthetic_pool",
+    "pipeline.toys.simulate",
 ]
 
 

@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     def main() -> int:
-        from pipeline.build_set import build_set
+        from pipeline.rebuild.build_set import build_set
 
         for built in build_set(args.pool, args.revisions, args.output, allow_invalid=args.allow_invalid):
             print(f"{built.config}: {built.images} images from {built.revision}; {built.archive.name} {built.archive.size} bytes sha256 {built.archive.sha256}")

@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     def main() -> int:
         import logging
 
-        from pipeline.demo import run_demo
+        from pipeline.toys.demo import run_demo
 
         if not getattr(args, "verbose", False):  # the numbered steps say what happens; -v shows the stages' logs
             logging.getLogger("pipeline").setLevel(logging.WARNING)

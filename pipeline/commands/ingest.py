@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     def main() -> int:
-        from pipeline.ingest import ingest
+        from pipeline.rebuild.ingest import ingest
 
         report = ingest(args.output, candidates=args.candidates, originals=args.originals, results=args.results, images=args.images)
         print(json.dumps({k: v for k, v in report.items() if k != "inputs"}, indent=2))

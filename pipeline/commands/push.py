@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.publish_hub import run_with_token
+    from pipeline.publish.hub import run_with_token
 
     return run_with_token(args, _run)
 
@@ -30,8 +30,8 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, token) -> int:
     from huggingface_hub import HfApi
 
-    from pipeline.publish import FolderError, PushFailed, check_folder, execute_push, plan_push
-    from pipeline.publish_hub import PublishError, check_ref_name, check_repo_id, describe_failure, redact
+    from pipeline.publish.push import FolderError, PushFailed, check_folder, execute_push, plan_push
+    from pipeline.publish.hub import PublishError, check_ref_name, check_repo_id, describe_failure, redact
 
     try:
         check_repo_id(args.repo_id)

@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.publish_hub import run_with_token
+    from pipeline.publish.hub import run_with_token
 
     return run_with_token(args, _run)
 
@@ -29,9 +29,9 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, token) -> int:
     from huggingface_hub import HfApi
 
-    from pipeline.publish import PushFailed
-    from pipeline.publish_hub import PublishError, check_ref_name, check_repo_id, describe_failure, redact
-    from pipeline.publish_metric import execute_metric_push, metric_folder, plan_metric_push
+    from pipeline.publish.push import PushFailed
+    from pipeline.publish.hub import PublishError, check_ref_name, check_repo_id, describe_failure, redact
+    from pipeline.publish.metric_space import execute_metric_push, metric_folder, plan_metric_push
 
     try:
         check_repo_id(args.repo_id)

@@ -76,7 +76,7 @@ def config_from_args(args: argparse.Namespace):
     """The SamplingConfig, time_string and username that the options ask for."""
     import dataclasses
 
-    from pipeline.revision import SamplingConfig, load_revision
+    from pipeline.rebuild.revision import SamplingConfig, load_revision
 
     overrides = {}
     for option, field in OVERRIDES.items():
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     def main() -> int:
         from pathlib import Path
 
-        from pipeline.sample import sample_stage
+        from pipeline.rebuild.sample import sample_stage
 
         config, time_string, username, previous_name = config_from_args(args)
         if previous_name is not None and (args.starting_from is None or Path(args.starting_from).name != previous_name and Path(args.starting_from).stem != previous_name.removesuffix(".json")):

@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     def main() -> int:
-        from pipeline.selection_frequency import selection_frequency_stage
+        from pipeline.rebuild.selection_frequency import selection_frequency_stage
 
         path, report = selection_frequency_stage(args.pool, args.output, min_control_accuracy=args.min_control_accuracy)
         dropped = report["worker_filter"]["dropped"]

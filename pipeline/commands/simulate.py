@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
 
         from tqdm.auto import tqdm
 
-        from pipeline.simulate import format_table, simulate, write_json
+        from pipeline.toys.simulate import format_table, simulate, write_json
 
         if args.seeds < 1:
             raise ValueError(f"--seeds must be at least 1, got {args.seeds}")

@@ -189,7 +189,7 @@ class TimmCenterCrop(Preprocessing):
     """timm's center-crop eval transform, done in one resize call (optionally from a draft decode).
 
     >>> import numpy as np
-    >>> from pipeline.synthetic import photo_like_jpeg
+    >>> from pipeline.toys.synthetic import photo_like_jpeg
     >>> t = TimmCenterCrop(img_size=224, crop_pct=0.875, interpolation="bilinear",
     ...                    mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
     >>> t(photo_like_jpeg(np.random.default_rng(0))).shape

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from pipeline.atomic import atomic_file
+from pipeline.core.atomic import atomic_file
 
 from .results import paired_accuracies
 

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from pipeline.atomic import atomic_file, atomic_write_text
+from pipeline.core.atomic import atomic_file, atomic_write_text
 
 RUNS_DIR = "runs"
 PREDICTIONS_DIR = "predictions"

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .publish import LocalFile, _human
-from .publish_hub import PublishError, check_ref_name, check_repo_id
+from pipeline.publish.push import LocalFile, _human
+from pipeline.publish.hub import PublishError, check_ref_name, check_repo_id
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ def execute_metric_push(api, plan: MetricPlan, *, token=None) -> MetricPushResul
     """Create the Space if needed, commit every file at once, and tag the commit if asked."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
-    from .publish import PushFailed
+    from pipeline.publish.push import PushFailed
 
     stage = "creating the Space"
     try:

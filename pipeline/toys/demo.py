@@ -2,7 +2,7 @@
 
 The same stage functions a real rebuild uses, in order:
 
-1. inputs: a synthetic pool for the 1,000 ImageNet classes (:mod:`pipeline.synthetic_pool`):
+1. inputs: a synthetic pool for the 1,000 ImageNet classes (:mod:`pipeline.toys.synthetic_pool`):
    candidate records (JSON Lines), original validation images (CSV of labels + JPEGs), the
    workers' answers as a batch-results CSV, small JPEGs for every image, a blacklist, confirmed
    near-duplicate pairs and a near-duplicate review table;
@@ -32,7 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from .synthetic_pool import PoolShape, SyntheticPool, make_synthetic_pool
+from pipeline.toys.synthetic_pool import PoolShape, SyntheticPool, make_synthetic_pool
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def class_codes(n_classes: int, seed: int) -> np.ndarray:
 
 def image_codes(pool: SyntheticPool, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The noiseless 12-number code of every candidate and original, blended toward a similar class."""
-    from .synthetic_pool import _negative_control_classes
+    from pipeline.toys.synthetic_pool import _negative_control_classes
 
     similar = _negative_control_classes(pool.wnids)
 
@@ -108,7 +108,7 @@ def image_codes(pool: SyntheticPool, codes: np.ndarray) -> tuple[np.ndarray, np.
 
 def encode_images(codes12: np.ndarray, seed: int, progress) -> list[bytes]:
     """One 16×16 JPEG per image: quadrant q (row-major) has colour ``codes12[:, 3q:3q+3]``, plus noise."""
-    from .synthetic import encode_jpeg
+    from pipeline.toys.synthetic import encode_jpeg
 
     rng = np.random.default_rng([seed, 11])
     encoded = []
@@ -126,7 +126,7 @@ def write_image_table(path: Path, id_column: str, ids, images: list[bytes]) -> P
     """An image dump as a downloader might leave it: a Parquet table of ids and JPEG bytes."""
     import pyarrow as pa
 
-    from .tables import write_table
+    from pipeline.rebuild.tables import write_table
 
     return write_table(pa.table({id_column: pa.array(list(ids), pa.string()), "image": pa.array(images, pa.binary())}), path)
 
@@ -145,7 +145,7 @@ def write_review_inputs(folder: Path, pool: SyntheticPool, seed: int) -> dict[st
     """A blacklist, confirmed near-duplicate pairs and a review table, as a review would leave them."""
     import csv
 
-    from .near_duplicates import RELEASED_REVIEW_TARGETS
+    from pipeline.rebuild.near_duplicate_rules import RELEASED_REVIEW_TARGETS
 
     rng = np.random.default_rng([seed, 13])
     ids = pool.candidate_ids
@@ -223,10 +223,10 @@ def run_demo(
     """Run the whole demo into ``output`` (replaced if it is a previous demo output)."""
     from tqdm.auto import tqdm
 
-    from .atomic import atomic_directory
-    from .build_set import build_set
-    from .ingest import ingest
-    from .selection_frequency import selection_frequency_stage
+    from pipeline.core.atomic import atomic_directory
+    from pipeline.rebuild.build_set import build_set
+    from pipeline.rebuild.ingest import ingest
+    from pipeline.rebuild.selection_frequency import selection_frequency_stage
 
     output = Path(output)
     if output.exists() and any(output.iterdir()) and not (output / "results.json").is_file() and not (output / "inputs").is_dir():
@@ -287,8 +287,8 @@ def run_demo(
 
 
 def _sample_all(tmp: Path, review: dict, per_class: int, seed: int, echo) -> dict[str, Path]:
-    from .revision import SamplingConfig
-    from .sample import sample_stage
+    from pipeline.rebuild.revision import SamplingConfig
+    from pipeline.rebuild.sample import sample_stage
 
     folder = tmp / "revisions"
     final = {}
@@ -350,7 +350,7 @@ def _evaluate(original_images: list[bytes], pool: SyntheticPool, codes: np.ndarr
 
 def _set_summary(pool: SyntheticPool, loaded: dict, revisions: dict) -> dict:
     """Per set: images, mean observed selection frequency (the report's) and mean true one (known here)."""
-    from .sample import output_paths
+    from pipeline.rebuild.revision import output_paths
 
     true_sf = dict(zip(pool.candidate_ids, pool.candidate_true_sf))
     first = json.loads(output_paths(revisions[RULES[0]])[1].read_text("utf-8"))
@@ -427,7 +427,7 @@ def plot_accuracies(rows: list, fits: dict, path: Path) -> None:
     ax.set_title("Demo: rebuilt test sets")
     ax.legend(loc="lower right")
     fig.tight_layout()
-    from .atomic import atomic_file
+    from pipeline.core.atomic import atomic_file
 
     with atomic_file(path, "wb") as f:
         fig.savefig(f, format="png")

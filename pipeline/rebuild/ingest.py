@@ -1,6 +1,6 @@
 """Ingest: candidate records, crowd annotation results and image files → a pool folder of tables.
 
-A pool folder (the input of every later stage) holds the tables of :mod:`pipeline.tables`::
+A pool folder (the input of every later stage) holds the tables of :mod:`pipeline.rebuild.tables`::
 
     candidates.parquet   originals.parquet   annotations.parquet   images.parquet   ingest.json
 
@@ -35,9 +35,11 @@ from typing import Iterator, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
 
-from .atomic import atomic_directory
-from .integrity import file_digest
-from .tables import STATUSES, conform, from_rows, read_table, write_table
+from pipeline.core.atomic import atomic_directory
+from pipeline.core.integrity import file_digest
+from pipeline.rebuild.pool import INGEST_REPORT, POOL_FILES, Pool, load_pool  # noqa: F401 (re-exported)
+from pipeline.rebuild.records import RecordError, read_records
+from pipeline.rebuild.tables import STATUSES, conform, from_rows, read_table, write_table
 
 logger = logging.getLogger(__name__)
 
@@ -45,13 +47,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 CANDIDATE_ID = re.compile(r"[0-9a-f]{40}")
 IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
-POOL_FILES = {
-    "candidates": "candidates.parquet",
-    "originals": "originals.parquet",
-    "annotations": "annotations.parquet",
-    "images": "images.parquet",
-}
-INGEST_REPORT = "ingest.json"
 
 # Our field → the column of the batch-results CSV it is read from (MTurk's names).
 RESULTS_CSV_COLUMNS = {
@@ -65,7 +60,7 @@ RESULTS_CSV_COLUMNS = {
 }
 
 
-class IngestError(ValueError):
+class IngestError(RecordError):
     """An input record is invalid; the message names the file and the record."""
 
 
@@ -73,62 +68,6 @@ def _valid_wnids() -> Mapping[str, int]:
     from imagenetv2.classes import wnid_to_index
 
     return wnid_to_index()
-
-
-# --- reading records ------------------------------------------------------------------------
-
-
-def read_records(path: PathLike) -> Iterator[tuple[str, dict]]:
-    """Yield ``(where, record)`` for each record of a ``.jsonl``, ``.json``, ``.csv`` or ``.parquet`` file.
-
-    ``where`` names the record for error messages (``"file.csv line 3"``). CSV values are strings,
-    with empty cells as ``None``. A ``.json`` object (not a list) yields ``{"key": k, "value": v}``.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist")
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise IngestError(f"{path.name} line {number}: not valid JSON ({e.msg})") from None
-                if not isinstance(record, dict):
-                    raise IngestError(f"{path.name} line {number}: expected a JSON object, got {type(record).__name__}")
-                yield f"{path.name} line {number}", record
-    elif suffix == ".json":
-        with open(path, encoding="utf-8") as f:
-            try:
-                data = json.load(f)
-            except json.JSONDecodeError as e:
-                raise IngestError(f"{path.name}: not valid JSON ({e.msg} at line {e.lineno})") from None
-        if isinstance(data, dict):
-            for key, value in data.items():
-                yield f"{path.name} key {key!r}", {"key": key, "value": value}
-        elif isinstance(data, list):
-            for number, record in enumerate(data):
-                if not isinstance(record, dict):
-                    raise IngestError(f"{path.name} item {number}: expected a JSON object, got {type(record).__name__}")
-                yield f"{path.name} item {number}", record
-        else:
-            raise IngestError(f"{path.name}: expected a JSON list of records or an object, got {type(data).__name__}")
-    elif suffix == ".csv":
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            reader = csv.DictReader(f)
-            for record in reader:
-                # reader.line_num is the line where the record ends (quoted cells may span lines)
-                yield f"{path.name} line {reader.line_num}", {k: (v if v != "" else None) for k, v in record.items()}
-    elif suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        for number, record in enumerate(pq.read_table(path).to_pylist(), start=1):
-            yield f"{path.name} row {number}", record
-    else:
-        raise IngestError(f"{path}: unsupported file type {suffix!r}; use .jsonl, .json, .csv or .parquet")
 
 
 def _int_or_none(value, field: str, where: str):
@@ -278,7 +217,7 @@ class _AnnotationCollector:
         c["selected"].extend(i in selected for i in images)
 
     def table(self) -> pa.Table:
-        from .tables import schema
+        from pipeline.rebuild.tables import schema
 
         return pa.Table.from_pydict(self.columns, schema=schema("annotations"))
 
@@ -292,7 +231,7 @@ def _add_results_file(path: Path, collector: _AnnotationCollector) -> int:
         if missing:
             raise IngestError(
                 f"{path.name}: missing column(s) {', '.join(missing)}; a batch-results CSV needs "
-                f"{', '.join(RESULTS_CSV_COLUMNS.values())} (see pipeline.ingest.RESULTS_CSV_COLUMNS)"
+                f"{', '.join(RESULTS_CSV_COLUMNS.values())} (see pipeline.rebuild.ingest.RESULTS_CSV_COLUMNS)"
             )
         for where, record in read_records(path):
             collector.add(where, {ours: record.get(theirs) for ours, theirs in RESULTS_CSV_COLUMNS.items()})
@@ -370,43 +309,6 @@ def image_store_from_folder(folder: PathLike, candidate_ids: set, relative_to: P
     ids = sorted(found)
     paths = [os.path.relpath(found[i].resolve(), base) for i in ids]
     return from_rows([{"candidate_id": i, "path": p} for i, p in zip(ids, paths)], "images", str(folder))
-
-
-# --- the pool --------------------------------------------------------------------------------
-
-
-@dataclass
-class Pool:
-    """The tables of a pool folder. ``root`` is the folder (image paths are relative to it)."""
-
-    root: Path
-    candidates: Optional[pa.Table] = None
-    originals: Optional[pa.Table] = None
-    annotations: Optional[pa.Table] = None
-    images: Optional[pa.Table] = None
-
-    def image_bytes(self) -> dict[str, "bytes | Path"]:
-        """Candidate id → its image: the embedded bytes, or the path of its file."""
-        store = {}
-        columns = self.images.select(["candidate_id", "path", "image"]).to_pydict()
-        for cid, rel, data in zip(columns["candidate_id"], columns["path"], columns["image"]):
-            store[cid] = data if data is not None else (Path(rel) if os.path.isabs(rel) else self.root / rel)
-        return store
-
-
-def load_pool(folder: PathLike, tables: Sequence[str] = tuple(POOL_FILES), *, dictionary: bool = False) -> Pool:
-    """Read (some of) the tables of a pool folder written by :func:`ingest`.
-
-    ``dictionary`` keeps string columns dictionary-encoded (see :func:`pipeline.tables.read_table`).
-    """
-    folder = Path(folder)
-    if not (folder / POOL_FILES["candidates"]).is_file():
-        raise FileNotFoundError(f"{folder} is not a pool folder (no {POOL_FILES['candidates']}); run `python -m pipeline ingest` first")
-    unknown = set(tables) - set(POOL_FILES)
-    if unknown:
-        raise ValueError(f"unknown pool table(s) {', '.join(sorted(unknown))}; the tables are {', '.join(POOL_FILES)}")
-    loaded = {name: read_table(folder / POOL_FILES[name], name, dictionary=dictionary) for name in tables}
-    return Pool(root=folder, **loaded)
 
 
 def ingest(

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
-from .publish_hub import PublishError, check_ref_name, check_repo_id
+from pipeline.publish.hub import PublishError, check_ref_name, check_repo_id
 
 logger = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ def check_folder(folder, *, cache_dir: Optional[str] = None) -> CheckedFolder:
     does not load with ``datasets``, or its splits, row counts or features differ from the card.
 
     >>> import tempfile, pathlib, datasets
-    >>> from pipeline.export import ConfigExport, write_hub_folder
+    >>> from pipeline.core.export import ConfigExport, write_hub_folder
     >>> out = pathlib.Path(tempfile.mkdtemp()) / "toy"
     >>> ds = datasets.Dataset.from_dict({"candidate_id": ["a", "b"]})
     >>> _ = write_hub_folder(out, [ConfigExport("c", ds, default=True)], "# Toy", {"license": "mit"})
@@ -481,7 +481,7 @@ def card_with_revision(card_text: str, record: RevisionRecord, repo_id: str) -> 
     """The card with the ``revision:`` YAML block and the revision section (replacing old ones)."""
     from huggingface_hub import DatasetCard
 
-    from .export import render_card
+    from pipeline.core.export import render_card
 
     card = DatasetCard(card_text)
     card.data["revision"] = record.yaml_block()

@@ -2,7 +2,10 @@
 
 Every output of this project (a Hub-ready folder, a revision file, a table, a results file) is
 first written to a temporary sibling and then renamed into place, so that an interrupted or
-failed run leaves either the previous output or the new one, never a mixture.
+failed run leaves either the previous output or the new one, never a mixture. Temporary names
+carry the writer's process id (``.NAME.tmp-<pid>-XXXX``), so that a later run removes the ones an
+interrupted run left (:func:`remove_stale_temporaries`), and what is written gets the permissions
+the umask allows (``0755``/``0644`` under umask ``022``), as a plain ``open`` would.
 """
 
 from __future__ import annotations
@@ -15,6 +18,58 @@ from pathlib import Path
 from typing import Iterator, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where ``/proc`` allows."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _temp_prefix(name: str) -> str:
+    return f".{name}.tmp-{os.getpid()}-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(target: PathLike) -> list[Path]:
+    """Remove the temporary siblings of ``target`` left by interrupted runs whose process is gone."""
+    target = Path(target)
+    removed = []
+    if not target.parent.is_dir():
+        return removed
+    for path in target.parent.glob(f".{target.name}.tmp-*"):
+        pid = path.name[len(f".{target.name}.tmp-"):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def make_temp_dir(target: Path) -> Path:
+    """An empty hidden sibling of ``target`` with the umask's permissions (not mkdtemp's 0700)."""
+    tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(target.name), dir=target.parent))
+    os.chmod(tmp, 0o777 & ~current_umask())
+    return tmp
 
 
 @contextlib.contextmanager
@@ -35,7 +90,8 @@ def atomic_directory(target: PathLike) -> Iterator[Path]:
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    remove_stale_temporaries(target)
+    tmp = make_temp_dir(target)
     try:
         yield tmp
     except BaseException:
@@ -76,9 +132,11 @@ def atomic_file(target: PathLike, mode: str = "wb") -> Iterator:
         raise ValueError(f"atomic_file writes a new file; mode must contain 'w', got {mode!r}")
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
+    remove_stale_temporaries(target)
+    fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(target.name), dir=target.parent)
     tmp = Path(tmp_name)
     try:
+        os.chmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
             yield f
             f.flush()
@@ -93,11 +151,4 @@ def atomic_write_text(target: PathLike, text: str) -> Path:
     """Write ``text`` to ``target`` atomically and return the path."""
     with atomic_file(target, "w") as f:
         f.write(text)
-    return Path(target)
-
-
-def atomic_write_bytes(target: PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``target`` atomically and return the path."""
-    with atomic_file(target, "wb") as f:
-        f.write(data)
     return Path(target)

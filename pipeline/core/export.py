@@ -8,7 +8,7 @@ repository::
     data/<config>/test-00000-of-00001.parquet  one or more shards per config
 
 so that ``load_dataset(folder, config, split="test")`` gives back the same rows and features.
-The folder is written to a temporary sibling and renamed at the end (:mod:`pipeline.atomic`).
+The folder is written to a temporary sibling and renamed at the end (:mod:`pipeline.core.atomic`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Callable, Mapping, Optional, Sequence
 import datasets
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from .atomic import atomic_directory
+from pipeline.core.atomic import atomic_directory
 
 logger = logging.getLogger(__name__)
 

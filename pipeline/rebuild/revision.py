@@ -32,9 +32,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
-from .atomic import atomic_write_text
-from .near_duplicates import RELEASED_REVIEW_TARGETS
-from .sampling import STANDARD_BINS
+from pipeline.core.atomic import atomic_write_text
+from pipeline.rebuild.near_duplicate_rules import RELEASED_REVIEW_TARGETS
+from pipeline.rebuild.sampling_rules import STANDARD_BINS
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -290,3 +290,10 @@ def current_username() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "unknown"
+
+
+def output_paths(output: PathLike) -> tuple[Path, Path, Path]:
+    """The revision file and its report and decisions files beside it."""
+    output = Path(output)
+    stem = output.name.removesuffix(".json")
+    return output, output.with_name(f"{stem}.report.json"), output.with_name(f"{stem}.decisions.parquet")

@@ -25,14 +25,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .atomic import atomic_write_text
-from .tables import COUNTED_STATUSES, conform, write_table
+from pipeline.core.atomic import atomic_write_text
+from pipeline.rebuild.pool import SELECTION_FREQUENCIES as OUTPUT_NAME
+from pipeline.rebuild.pool import SELECTION_FREQUENCIES_REPORT as REPORT_NAME
+from pipeline.rebuild.tables import COUNTED_STATUSES, conform, write_table
 
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, "os.PathLike[str]"]
-OUTPUT_NAME = "selection_frequencies.parquet"
-REPORT_NAME = "selection_frequencies.json"
 
 
 def encode(column) -> tuple[np.ndarray, pa.Array]:
@@ -122,7 +122,7 @@ def compute_selection_frequencies(
     Rows are sorted by (image_id, wnid). ``min_control_accuracy`` (in [0, 1], default off)
     drops the assignments of workers whose control accuracy is below it.
 
-    >>> from pipeline.tables import from_rows
+    >>> from pipeline.rebuild.tables import from_rows
     >>> rows = [dict(assignment_id=f"a{i}", hit_id="h", worker_id=f"w{i}", status=s, image_id="c" * 40,
     ...              wnid="n01440764", selected=sel) for i, (s, sel) in enumerate(
     ...         [("Approved", True), ("Submitted", True), ("Submitted", False), ("Rejected", True)])]
@@ -204,7 +204,7 @@ def selection_frequency_stage(
     ``output`` defaults to ``<pool>/selection_frequencies.parquet``; the report goes beside it
     with the suffix ``.json``.
     """
-    from .ingest import load_pool
+    from pipeline.rebuild.pool import load_pool
 
     loaded = load_pool(pool, ("originals", "annotations"), dictionary=True)
     table, report = compute_selection_frequencies(loaded.annotations, loaded.originals, min_control_accuracy=min_control_accuracy)

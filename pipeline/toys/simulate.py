@@ -14,7 +14,7 @@ where every image's true selection frequency is known:
 - The replication: a new pool of 80,000 images from the same source, labelled by k annotators
   together with the first 5,000 original images; 5,000 new images (2,500 per class) are
   sampled by each rule on the observed frequencies, through the same functions as ``sample``
-  (:mod:`pipeline.sampling`; MatchedFrequency with upward sampling, bins 0.2/0.4/0.6/0.8).
+  (:mod:`pipeline.rebuild.sampling_rules`; MatchedFrequency with upward sampling, bins 0.2/0.4/0.6/0.8).
 
 Per row and seed: mean observed and true selection frequency of the 5,000 annotated originals
 and of the 5,000 new images, accuracy on the 10,000 originals and on the new images, and the
@@ -34,7 +34,7 @@ from typing import Sequence, Union
 import numpy as np
 from scipy.special import ndtr
 
-from .sampling import (
+from pipeline.rebuild.sampling_rules import (
     STANDARD_BINS,
     CandidateArrays,
     matched_frequency_targets,
@@ -216,6 +216,6 @@ def format_table(table: list[dict]) -> str:
 
 def write_json(table: list[dict], path: PathLike) -> Path:
     """The rows as a JSON list of objects with exactly the keys of :data:`JSON_KEYS`, atomically."""
-    from .atomic import atomic_write_text
+    from pipeline.core.atomic import atomic_write_text
 
     return atomic_write_text(path, json.dumps([{k: r[k] for k in JSON_KEYS} for r in table], indent=2) + "\n")

@@ -4,7 +4,7 @@ Inputs besides the pool and its selection frequencies (all optional): a blacklis
 removed by the final review), confirmed near-duplicate pairs with overrides, the near-duplicate
 review table, and the previous revision to chain from. Outputs, each written atomically::
 
-    <name>.json               the revision (released format, :mod:`pipeline.revision`)
+    <name>.json               the revision (released format, :mod:`pipeline.rebuild.revision`)
     <name>.report.json        counts per exclusion reason, slots filled upward, carried over,
                               mean selection frequency of the set and of the originals, inputs' sha256
     <name>.decisions.parquet  one row per candidate of the sampled classes: what the rule decided
@@ -22,12 +22,14 @@ from typing import Optional, Sequence, Union
 import numpy as np
 import pyarrow as pa
 
-from .atomic import atomic_write_text
-from .ingest import Pool, load_pool, read_records
-from .integrity import file_digest
-from .near_duplicates import resolve_near_duplicates, review_finished
-from .revision import Revision, SamplingConfig, current_username, load_revision, now_time_string
-from .sampling import (
+from pipeline.core.atomic import atomic_write_text
+from pipeline.rebuild.pool import SELECTION_FREQUENCIES as SELECTION_FREQUENCIES_NAME
+from pipeline.rebuild.pool import Pool, load_pool
+from pipeline.rebuild.records import read_records
+from pipeline.core.integrity import file_digest
+from pipeline.rebuild.near_duplicate_rules import resolve_near_duplicates, review_finished
+from pipeline.rebuild.revision import Revision, output_paths, SamplingConfig, current_username, load_revision, now_time_string
+from pipeline.rebuild.sampling_rules import (
     REASONS,
     CandidateArrays,
     SamplingResult,
@@ -36,8 +38,7 @@ from .sampling import (
     sample_threshold,
     sample_top_images,
 )
-from .selection_frequency import OUTPUT_NAME as SELECTION_FREQUENCIES_NAME
-from .tables import from_rows, read_any, read_table, write_table
+from pipeline.rebuild.tables import from_rows, read_any, read_table, write_table
 
 logger = logging.getLogger(__name__)
 
@@ -312,13 +313,6 @@ def read_near_duplicates(path: PathLike) -> pa.Table:
 
 def read_review(path: PathLike) -> pa.Table:
     return read_any(path, "near_duplicate_review")
-
-
-def output_paths(output: PathLike) -> tuple[Path, Path, Path]:
-    """The revision file and its report and decisions files beside it."""
-    output = Path(output)
-    stem = output.name.removesuffix(".json")
-    return output, output.with_name(f"{stem}.report.json"), output.with_name(f"{stem}.decisions.parquet")
 
 
 def sample_stage(

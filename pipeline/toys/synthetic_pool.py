@@ -22,7 +22,7 @@ from typing import Optional
 import numpy as np
 import pyarrow as pa
 
-from .atomic import atomic_file
+from pipeline.core.atomic import atomic_file
 
 NEGATIVE_CONTROL_SELECTION_FREQUENCY = 0.05
 
@@ -82,7 +82,7 @@ class SyntheticPool:
 
     def annotations(self) -> pa.Table:
         """The annotations table (one row per image shown per assignment), built column-wise."""
-        from .tables import schema
+        from pipeline.rebuild.tables import schema
 
         row_assignment, row_image = self.assignment_rows()
         assignment_ids = pa.array([f"A{a:09d}" for a in range(len(self.assignment_task))])
@@ -103,7 +103,7 @@ class SyntheticPool:
         )
 
     def candidates_table(self) -> pa.Table:
-        from .tables import from_rows
+        from pipeline.rebuild.tables import from_rows
 
         return from_rows(
             [{"candidate_id": c, "wnid": self.wnids[k]} for c, k in zip(self.candidate_ids, self.candidate_class)],
@@ -111,7 +111,7 @@ class SyntheticPool:
         )
 
     def originals_table(self) -> pa.Table:
-        from .tables import from_rows
+        from pipeline.rebuild.tables import from_rows
 
         return from_rows([{"image_id": o, "wnid": self.wnids[k]} for o, k in zip(self.original_ids, self.original_class)], "originals")
 

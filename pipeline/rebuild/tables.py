@@ -28,7 +28,7 @@ from typing import Mapping, NamedTuple, Sequence, Union
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .atomic import atomic_file
+from pipeline.core.atomic import atomic_file
 
 PathLike = Union[str, "os.PathLike[str]"]
 

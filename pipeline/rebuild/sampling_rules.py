@@ -1,7 +1,7 @@
 """The three sampling rules of ImageNetV2, vectorised over a whole candidate pool.
 
 This module works on arrays, one entry per candidate, sorted by candidate id; classes are
-integers ``0 … n_classes - 1``. :mod:`pipeline.revision` turns a pool's tables into these
+integers ``0 … n_classes - 1``. :mod:`pipeline.rebuild.revision` turns a pool's tables into these
 arrays and the result into a revision file; ``python -m pipeline simulate`` calls the same
 functions on its toy world.
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence, Union
 
-from .atomic import atomic_directory, atomic_file
-from .integrity import FileChecksum, file_digest
-from .revision import Revision, load_revision
+from pipeline.core.atomic import atomic_directory, atomic_file
+from pipeline.core.integrity import FileChecksum, file_digest
+from pipeline.rebuild.revision import Revision, load_revision
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def write_release_tar(revision: Revision, images: Mapping[str, "bytes | Path"], 
 
 
 def _search_records(candidates, wanted: set) -> list[dict]:
-    from .tables import SOURCE_FIELDS
+    from pipeline.rebuild.tables import SOURCE_FIELDS
 
     records = []
     for row in candidates.filter(_is_in(candidates.column("candidate_id"), sorted(wanted))).to_pylist():
@@ -183,9 +183,9 @@ def build_set(
     import imagenetv2
     from imagenetv2 import PACKAGE, get_variant
 
-    from .export import build_configs, write_hub_folder
-    from .ingest import load_pool
-    from .sample import output_paths
+    from pipeline.core.export import build_configs, write_hub_folder
+    from pipeline.rebuild.pool import load_pool
+    from pipeline.rebuild.revision import output_paths
 
     output = Path(output)
     _check_output(output)
