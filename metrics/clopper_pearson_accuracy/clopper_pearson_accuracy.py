@@ -290,6 +290,35 @@ def _to_scale(accuracy, name, scale):
     return special.ndtri(accuracy) if scale == "probit" else special.logit(accuracy)
 
 
+def _from_scale(value, scale):
+    """Accuracy from a value on ``scale`` (the inverse of ``_to_scale``)."""
+    if scale == "linear":
+        return value
+    return special.ndtr(value) if scale == "probit" else special.expit(value)
+
+
+def _baseline_mask(baseline, n_models):
+    """Which models the line is fitted to: all, or the ones ``baseline`` marks True."""
+    if baseline is None:
+        return np.ones(n_models, bool)
+    if isinstance(baseline, (str, bytes)) or not hasattr(baseline, "__len__"):
+        raise ValueError(f"baseline must be a list of booleans, one per model; got {baseline!r}")
+    values = list(baseline)
+    bad = [v for v in values if not isinstance(v, (bool, np.bool_))]
+    if bad or len(values) != n_models:
+        raise ValueError(
+            f"baseline must be {n_models} booleans (True: fit the line to this model); got "
+            f"{len(values)} values" + (f", e.g. {bad[0]!r}" if bad else "")
+        )
+    mask = np.asarray(values, bool)
+    if mask.sum() < 3:
+        raise ValueError(
+            f"need at least 3 baseline models for a fit with intervals; {int(mask.sum())} of "
+            f"{n_models} are marked True"
+        )
+    return mask
+
+
 def _ols(x, y):
     """Least-squares ``(slope, intercept)`` of y on x (two-pass, centred)."""
     dx = x - x.mean()
@@ -338,6 +367,7 @@ def linear_fit(
     n_bootstrap=100_000,
     confidence_level=0.95,
     seed=0,
+    baseline=None,
 ) -> dict:
     """Least-squares line of new against original accuracy across models, with bootstrap intervals.
 
@@ -348,8 +378,13 @@ def linear_fit(
     ``n_bootstrap`` resamples of the models (with replacement; resamples whose original
     accuracies are all equal have no slope and are redrawn), ``r2`` of the fit, ``n_models``,
     ``scale``, ``residuals`` (each model's new accuracy minus the line, in the fitted scale and
-    the input order: its effective robustness), and the ``n_bootstrap``, ``confidence_level``
-    and ``seed`` used. With ``n_bootstrap=0`` the four interval ends are ``None``. All values are
+    the input order), ``predicted_new_accuracy`` (the line at each model's original accuracy,
+    mapped back to accuracy), ``effective_robustness`` (new accuracy minus that prediction, in
+    accuracy as a fraction: Taori et al. 2020), ``baseline`` (which models the line was fitted
+    to), and the ``n_bootstrap``, ``confidence_level`` and ``seed`` used. ``baseline``, one
+    boolean per model, fits the line (and ``r2``, ``n_models``, the bootstrap) on the models
+    marked True only and evaluates every model against it; ``None`` fits all. With
+    ``n_bootstrap=0`` the four interval ends are ``None``. All values are
     plain Python numbers, lists or strings. This is what the metric's ``compute`` returns for
     the ``linear_fit`` config.
 
@@ -361,6 +396,10 @@ def linear_fit(
     True
     >>> [round(r, 3) for r in fit["residuals"]]
     [0.002, -0.003, 0.002, -0.003, 0.002]
+    >>> sub = linear_fit(original, [0.47, 0.52, 0.58, 0.63, 0.75], n_bootstrap=0,
+    ...                  baseline=[True, True, True, True, False])
+    >>> sub["n_models"], round(sub["predicted_new_accuracy"][4], 3), round(sub["effective_robustness"][4], 3)
+    (4, 0.685, 0.065)
     >>> probit = linear_fit([0.6, 0.7, 0.8], [0.5, 0.6, 0.7], scale="probit", n_bootstrap=0)
     >>> round(probit["slope"], 3), probit["slope_ci_low"]
     (0.89, None)
@@ -384,8 +423,10 @@ def linear_fit(
         raise ValueError("empty input: no models; pass at least 3 (original, new) accuracy pairs")
     if len(original) < 3:
         raise ValueError(f"need at least 3 models for a fit with intervals; got {len(original)}")
-    x = _to_scale(original, "original_accuracy", scale)
-    y = _to_scale(new, "new_accuracy", scale)
+    x_all = _to_scale(original, "original_accuracy", scale)
+    y_all = _to_scale(new, "new_accuracy", scale)
+    fitted = _baseline_mask(baseline, len(original))
+    x, y, original = x_all[fitted], y_all[fitted], original[fitted]
     if np.ptp(x - x.mean()) == 0:
         raise ValueError(
             f"original_accuracy has zero variance (every model has {original[0].item()!r}), so the "
@@ -393,6 +434,7 @@ def linear_fit(
         )
     slope, intercept = _ols(x, y)
     residuals = y - (slope * x + intercept)
+    predicted = _from_scale(slope * x_all + intercept, scale)
     total_variation = float(np.sum((y - y.mean()) ** 2))
     # Constant new accuracy: the flat line fits exactly, so r2 is 1 by convention.
     r2 = 1.0 if np.ptp(y) == 0 else 1.0 - float(np.sum(residuals**2)) / total_variation
@@ -414,7 +456,10 @@ def linear_fit(
         "r2": r2,
         "n_models": len(x),
         "scale": scale,
-        "residuals": [float(r) for r in residuals],
+        "residuals": [float(r) for r in y_all - (slope * x_all + intercept)],
+        "predicted_new_accuracy": [float(p) for p in predicted],
+        "effective_robustness": [float(v) for v in new - predicted],
+        "baseline": [bool(b) for b in fitted],
         "n_bootstrap": n_bootstrap,
         "confidence_level": confidence_level,
         "seed": seed,
@@ -467,8 +512,10 @@ Config `linear_fit`:
     n_bootstrap: resamples of the models for the intervals, default 100_000 (0: none).
     confidence_level: float in (0, 1), default 0.95.
     seed: int >= 0, default 0, seeds numpy's PCG64 for the bootstrap.
+    baseline: optional, one boolean per model: fit the line to the True ones only.
 Returns slope, intercept, slope_ci_low, slope_ci_high, intercept_ci_low, intercept_ci_high,
-r2, n_models, scale, residuals (in input order), n_bootstrap, confidence_level, seed.
+r2, n_models, scale, residuals, predicted_new_accuracy, effective_robustness (in input order),
+baseline, n_bootstrap, confidence_level, seed.
 
 Examples:
     >>> import evaluate
@@ -487,7 +534,7 @@ Examples:
 _FIT_INPUTS = ("original_accuracy", "new_accuracy")
 _OPTIONS = {
     "default": ("confidence_level",),
-    "linear_fit": ("scale", "n_bootstrap", "confidence_level", "seed"),
+    "linear_fit": ("scale", "n_bootstrap", "confidence_level", "seed", "baseline"),
 }
 
 
