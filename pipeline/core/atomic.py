@@ -72,6 +72,14 @@ def make_temp_dir(target: Path) -> Path:
     return tmp
 
 
+def make_temp_path(target: Path, suffix: str = "") -> Path:
+    """An empty hidden sibling file of ``target`` (a temporary name a later run may clean up), umask's permissions."""
+    fd, name = tempfile.mkstemp(prefix=_temp_prefix(Path(target).name), suffix=suffix, dir=Path(target).parent)
+    os.close(fd)
+    os.chmod(name, 0o666 & ~current_umask())
+    return Path(name)
+
+
 @contextlib.contextmanager
 def atomic_directory(target: PathLike) -> Iterator[Path]:
     """Yield an empty temporary folder that replaces ``target`` when the block succeeds.

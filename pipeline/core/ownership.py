@@ -23,7 +23,11 @@ is, or lies inside, or contains one of the command's inputs is refused too.
 >>> check_output_dir(root / "notes", "ingest")
 Traceback (most recent call last):
 ...
-pipeline.core.ownership.OutputError: refusing to replace ...notes: it exists and was not written by this project (no .imagenetv2-hf.json marker); pass another --output, or remove it yourself
+pipeline.core.ownership.OutputError: refusing to replace ...notes: it exists and is not an ingest output (it was not written by this project: no .imagenetv2-hf.json marker); pass another --output, or remove it yourself
+
+A folder another command wrote is refused too (``ingest --output`` on a build-set output would
+otherwise delete it), and so is a read-only file. :func:`owned_files` writes several files as
+one unit (the revision, its report and its decisions): all are the new run's, or none.
 """
 
 from __future__ import annotations
@@ -31,11 +35,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Union
+from typing import Iterable, Iterator, Optional, Sequence, Union
 
-from pipeline.core.atomic import atomic_directory, atomic_file
+from pipeline.core.atomic import atomic_directory, atomic_file, make_temp_path, remove_stale_temporaries
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -110,18 +115,36 @@ def check_not_input(output: PathLike, inputs: Iterable[Optional[PathLike]] = ())
             )
 
 
+def _an(command: str) -> str:
+    return f"an {command}" if command[:1].lower() in "aeiou" else f"a {command}"
+
+
 def check_output_dir(output: PathLike, command: str, *, inputs: Iterable[Optional[PathLike]] = ()) -> Path:
-    """Check before the work that folder ``output`` may be written: absent, empty, or marked ours."""
+    """Check before the work that folder ``output`` may be written: absent, empty, or marked by ``command``."""
     out = Path(output)
     check_not_input(out, inputs)
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise OutputError(f"refusing to write the folder {out}: a file of that name exists; pass another --output, or remove it yourself")
-    if out.is_dir() and any(out.iterdir()) and owner(out) is None:
-        raise OutputError(
-            f"refusing to replace {out}: it exists and was not written by this project (no {MARKER} marker); "
-            "pass another --output, or remove it yourself"
-        )
+    if out.is_dir() and any(out.iterdir()):
+        record = owner(out)
+        if record is None:
+            raise OutputError(
+                f"refusing to replace {out}: it exists and is not {_an(command)} output (it was not written by this "
+                f"project: no {MARKER} marker); pass another --output, or remove it yourself"
+            )
+        if record.get("command") != command:
+            raise OutputError(
+                f"refusing to replace {out}: it is {_an(str(record.get('command')))} output, not {_an(command)} output; "
+                "pass another --output, or remove it yourself"
+            )
     return out
+
+
+def _check_writable(out: Path) -> None:
+    import stat
+
+    if out.exists() and not out.is_symlink() and not out.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+        raise OutputError(f"refusing to replace {out}: it is read-only; pass another --output, or make it writable (chmod u+w)")
 
 
 def check_output_file(output: PathLike, command: str, *, inputs: Iterable[Optional[PathLike]] = ()) -> Path:
@@ -137,9 +160,12 @@ def check_output_file(output: PathLike, command: str, *, inputs: Iterable[Option
                 f"refusing to replace {out}: it exists and was not written by this project "
                 f"(not listed in {out.parent / MARKER}); pass another --output, or remove it yourself"
             )
-    parent = out.parent
-    if parent.exists() and not parent.is_dir():
-        raise OutputError(f"cannot write {out}: {parent} is a file, not a folder")
+    _check_writable(out)
+    for parent in (out.parent, *out.parent.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutputError(f"cannot write {out}: {parent} is a file, not a folder")
+            break
     return out
 
 
@@ -159,6 +185,70 @@ def owned_file(output: PathLike, command: str, mode: str = "wb", *, inputs: Iter
     with atomic_file(out, mode) as f:
         yield f
     record_files(out.parent, command, [out.name])
+
+
+@contextlib.contextmanager
+def owned_files(outputs: Sequence[PathLike], command: str, *, inputs: Iterable[Optional[PathLike]] = ()) -> Iterator[list[Path]]:
+    """Write several files as one unit: all are replaced by the new ones, or none is.
+
+    Every output is checked first (:func:`check_output_file`); the block gets a temporary path
+    for each, beside it, to write. At the end the old files are moved aside and the new ones
+    renamed into place in the given order (so put the file that names the others last); if a
+    rename fails, the old files are put back. The temporaries are removed if the block raises.
+
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> with owned_files([root / "r.report.json", root / "r.json"], "sample") as (report, revision):
+    ...     _ = report.write_text("{}"); _ = revision.write_text("{}")
+    >>> sorted(p.name for p in root.iterdir())
+    ['.imagenetv2-hf.json', 'r.json', 'r.report.json']
+    """
+    inputs = list(inputs)
+    targets = [check_output_file(o, command, inputs=inputs) for o in outputs]
+    if len({_resolved(t) for t in targets}) != len(targets):
+        raise OutputError(f"the outputs {', '.join(map(str, targets))} name the same file twice")
+    temporaries = []
+    try:
+        for target in targets:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            remove_stale_temporaries(target)
+            temporaries.append(make_temp_path(target))
+        yield list(temporaries)
+        _replace_all(temporaries, targets)
+    finally:
+        for tmp in temporaries:
+            tmp.unlink(missing_ok=True)
+    for folder in {t.parent for t in targets}:
+        record_files(folder, command, [t.name for t in targets if t.parent == folder])
+
+
+def _replace_all(temporaries: Sequence[Path], targets: Sequence[Path]) -> None:
+    # the old files stay in place, hard-linked (or copied) to backups, so that an interruption
+    # leaves every target whole; if a rename fails, the files already renamed are undone
+    backups: dict[Path, Path] = {}
+    placed: list[Path] = []
+    try:
+        for target in targets:
+            if target.is_file():
+                backup = backups[target] = make_temp_path(target, ".old")
+                backup.unlink()
+                try:
+                    os.link(target, backup)
+                except OSError:
+                    shutil.copy2(target, backup)
+        for tmp, target in zip(temporaries, targets):
+            os.replace(tmp, target)
+            placed.append(target)
+    except BaseException:
+        for target in placed:
+            if target in backups:
+                os.replace(backups[target], target)
+            else:
+                target.unlink(missing_ok=True)
+        raise
+    finally:
+        for backup in backups.values():
+            backup.unlink(missing_ok=True)
 
 
 def record_files(folder: PathLike, command: str, names: Iterable[str]) -> None:
