@@ -35,23 +35,51 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pipeline", description="Every stage of a rebuild of the test sets, publishing, and evaluation."
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         module = _load(module_name)
         command = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(command)
+        if not {"-v", "--verbose"} & set(command._option_string_actions):  # -v after the command, too
+            command.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=VERBOSE_HELP)
         command.set_defaults(_run=module.run)
     return parser
 
 
+VERBOSE_HELP = "show the stages' progress messages (-vv: debug messages too); by default only warnings and results"
+OUR_LOGGERS = ("pipeline", "imagenetv2", "cifar10_1", "metrics")
+
+
+class ProgressSafeHandler(logging.StreamHandler):
+    """Writes log lines through ``tqdm.write``, so that a line never lands inside a progress bar's line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm
+
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:  # noqa: BLE001 - logging must not fail the command
+            self.handleError(record)
+
+
+def configure_logging(verbosity: int) -> None:
+    """Quiet by default (warnings and errors); ``-v``: our INFO messages; ``-vv``: our DEBUG messages."""
+    handler = ProgressSafeHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S"))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, ProgressSafeHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    for name in OUR_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-    )
+    configure_logging(args.verbose)
     return int(args._run(args) or 0)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._errors import reporting_errors
+from ._errors import reporting_errors, require_extra
 
 HELP = "run a whole rebuild offline on a synthetic pool: annotations to revisions, sets, Hub folder and evaluation (about 20 s)"
 
@@ -22,12 +22,8 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
     def main() -> int:
-        import logging
-
+        require_extra("pipeline", ["pyarrow", "matplotlib", "tqdm"], "demo")  # before any step: the plot is the last one
         from pipeline.toys.demo import run_demo
-
-        if not getattr(args, "verbose", False):  # the numbered steps say what happens; -v shows the stages' logs
-            logging.getLogger("pipeline").setLevel(logging.WARNING)
 
         run_demo(args.output, seed=args.seed, show_progress=not args.no_progress)
         return 0

@@ -223,21 +223,20 @@ def run_demo(
     """Run the whole demo into ``output`` (replaced if it is a previous demo output)."""
     from tqdm.auto import tqdm
 
-    from pipeline.core.atomic import atomic_directory
+    from pipeline.core.ownership import check_output_dir, owned_directory
     from pipeline.rebuild.build_set import build_set
     from pipeline.rebuild.ingest import ingest
     from pipeline.rebuild.selection_frequency import selection_frequency_stage
 
     output = Path(output)
-    if output.exists() and any(output.iterdir()) and not (output / "results.json").is_file() and not (output / "inputs").is_dir():
-        raise ValueError(f"refusing to replace {output}: it is not empty and not a demo output; choose another --output")
+    check_output_dir(output, "demo")  # before any step: replaced only if a demo wrote it
     import datasets
 
     datasets.disable_progress_bars()  # the numbered steps are the demo's progress
     datasets.logging.set_verbosity_error()
     progress = (lambda it: tqdm(it, leave=False, unit="batch", desc="images")) if show_progress else (lambda it: it)
     steps = _Steps(8, echo)
-    with atomic_directory(output) as tmp:
+    with owned_directory(output, "demo") as tmp:
         steps(f"generating a synthetic pool: {shape.n_classes * shape.candidates_per_class:,} candidates, "
               f"{shape.n_classes * shape.originals_per_class:,} originals, {shape.annotators} workers per task")
         pool = make_synthetic_pool(seed, shape)
