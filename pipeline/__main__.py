@@ -71,10 +71,9 @@ def configure_logging(verbosity: int) -> None:
     for old in [h for h in root.handlers if isinstance(h, ProgressSafeHandler)]:
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(logging.WARNING)
-    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    for name in OUR_LOGGERS:
-        logging.getLogger(name).setLevel(level)
+    if verbosity > 0:  # otherwise the root logger's default level (WARNING) keeps INFO lines out
+        for name in OUR_LOGGERS:
+            logging.getLogger(name).setLevel(logging.INFO if verbosity == 1 else logging.DEBUG)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
