@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._errors import reporting_errors
+from ._errors import reporting_errors, require_extra
 
 HELP = "read candidate records, crowd annotation results (batch-results CSV or JSON) and images into a pool folder"
 
@@ -13,16 +13,20 @@ HELP = "read candidate records, crowd annotation results (batch-results CSV or J
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidates", required=True, metavar="FILE", help="candidate search records (.jsonl like candidates_in_final_sets.jsonl, .json, .csv, .parquet)")
     parser.add_argument("--originals", required=True, metavar="FILE", help="original validation images shown as controls: image_id, wnid (.csv, .json, .jsonl, .parquet)")
-    parser.add_argument("--results", required=True, action="append", metavar="FILE", help="batch-results CSV (HITId, AssignmentId, WorkerId, AssignmentStatus, Input.wnid, Input.images, Answer.selected) or JSON list of assignments; repeatable")
-    parser.add_argument("--images", metavar="DIR|FILE", help="folder of <candidate id>.jpeg files, or a .parquet table of candidate_id and image bytes")
-    parser.add_argument("--output", required=True, metavar="DIR", help="the pool folder to write (replaced atomically)")
+    parser.add_argument("--results", required=True, action="append", metavar="FILE", help="batch-results CSV (HITId, AssignmentId, WorkerId, AssignmentStatus, Input.wnid, Input.images, Answer.selected; "
+                        "ids as a JSON array or separated by , or |) or JSON list of assignments; repeatable")
+    parser.add_argument("--images", metavar="DIR|FILE", help="folder of <candidate id>.jpeg files, or a .parquet table of candidate_id and image bytes (JPEG or PNG)")
+    parser.add_argument("--output", required=True, metavar="DIR", help="the pool folder to write (a new folder, or a pool an earlier ingest wrote: replaced atomically)")
+    parser.add_argument("--strict", action="store_true", help="refuse a results file with no assignments (default: a warning)")
 
 
 def run(args: argparse.Namespace) -> int:
     def main() -> int:
+        require_extra("pipeline", ["pyarrow"], "ingest")
         from pipeline.rebuild.ingest import ingest
 
-        report = ingest(args.output, candidates=args.candidates, originals=args.originals, results=args.results, images=args.images)
+        report = ingest(args.output, candidates=args.candidates, originals=args.originals, results=args.results, images=args.images,
+                        strict=args.strict)
         print(json.dumps({k: v for k, v in report.items() if k != "inputs"}, indent=2))
         print(f"wrote {args.output}")
         return 0

@@ -13,10 +13,11 @@ Inputs:
 - results: the crowd platform's batch-results CSV (one row per assignment), mapped by
   :data:`RESULTS_CSV_COLUMNS`, or a ``.json`` list of assignments with the keys of that mapping.
   ``images`` (the image ids shown, in grid order) and ``selected`` (those the worker selected)
-  are JSON arrays (``["a", "b"]``) or comma-separated ids.
+  are JSON arrays (``["a", "b"]``) or ids separated by ``,`` or ``|`` (how MTurk returns a
+  multi-select field). A results file with no assignments is a warning (an error with ``strict``).
 - images: a folder of image files named ``<candidate id>.<jpeg|jpg|png>`` (any depth; the pool
   records their paths), or a ``.parquet`` table of ``candidate_id`` and ``image`` (the file's
-  bytes; the pool embeds them).
+  bytes; the pool embeds them); every image must be a JPEG or PNG (:mod:`pipeline.rebuild.image_store`).
 
 Every problem is an :class:`IngestError` that names the file and the line (CSV and JSON Lines),
 item (JSON) or row (Parquet): duplicate ids, unknown wnids, images no table knows.
@@ -35,18 +36,19 @@ from typing import Iterator, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
 
-from pipeline.core.atomic import atomic_directory
 from pipeline.core.integrity import file_digest
+from pipeline.core.ownership import check_output_dir, owned_directory
+from pipeline.rebuild.image_store import IMAGE_SUFFIXES, image_store_from_folder, image_store_from_table  # noqa: F401 (re-exported)
 from pipeline.rebuild.pool import INGEST_REPORT, POOL_FILES, Pool, load_pool  # noqa: F401 (re-exported)
-from pipeline.rebuild.records import RecordError, read_records
-from pipeline.rebuild.tables import STATUSES, conform, from_rows, read_table, write_table
+from pipeline.rebuild.records import RecordError, not_utf8, read_records
+from pipeline.rebuild.tables import STATUSES, from_rows, write_table
 
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 CANDIDATE_ID = re.compile(r"[0-9a-f]{40}")
-IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
+ID_SEPARATORS = re.compile(r"[,|]")  # MTurk joins the values of a multi-select field with "|"
 
 # Our field → the column of the batch-results CSV it is read from (MTurk's names).
 RESULTS_CSV_COLUMNS = {
@@ -143,10 +145,12 @@ def read_originals(path: PathLike) -> pa.Table:
 
 
 def parse_id_list(value, field: str, where: str) -> list[str]:
-    """Image ids from a JSON array, a comma-separated string, or a list.
+    """Image ids from a JSON array, a string of ids separated by ``,`` or ``|`` (MTurk's multi-select), or a list.
 
     >>> parse_id_list('["a", "b"]', "images", "x"), parse_id_list("a, b", "images", "x"), parse_id_list(None, "selected", "x")
     (['a', 'b'], ['a', 'b'], [])
+    >>> parse_id_list("a|b|c", "selected", "x")
+    ['a', 'b', 'c']
     """
     if value is None:
         return []
@@ -158,7 +162,7 @@ def parse_id_list(value, field: str, where: str) -> list[str]:
             except json.JSONDecodeError as e:
                 raise IngestError(f"{where}: {field} looks like a JSON array but is not valid JSON ({e.msg})") from None
         else:
-            return [part.strip() for part in text.split(",") if part.strip()]
+            return [part.strip() for part in ID_SEPARATORS.split(text) if part.strip()]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise IngestError(f"{where}: {field} must be a list of image ids (strings), got {value!r}")
     return value
@@ -222,11 +226,19 @@ class _AnnotationCollector:
         return pa.Table.from_pydict(self.columns, schema=schema("annotations"))
 
 
+def _csv_header(path: Path) -> list[str]:
+    with open(path, "rb") as f:
+        first = f.readline()
+    try:
+        return next(csv.reader([first.decode("utf-8-sig")]), [])
+    except UnicodeDecodeError as e:
+        raise not_utf8(path, e) from None
+
+
 def _add_results_file(path: Path, collector: _AnnotationCollector) -> int:
     count = 0
     if path.suffix.lower() == ".csv":
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            header = next(csv.reader(f), None)
+        header = _csv_header(path)
         missing = [column for column in RESULTS_CSV_COLUMNS.values() if column not in (header or [])]
         if missing:
             raise IngestError(
@@ -247,68 +259,26 @@ def _add_results_file(path: Path, collector: _AnnotationCollector) -> int:
     return count
 
 
-def read_results(paths: Sequence[PathLike], known_images: set) -> pa.Table:
-    """The annotations table from batch-results CSVs and JSON files (one row per image shown)."""
+def read_results(paths: Sequence[PathLike], known_images: set, *, strict: bool = False) -> pa.Table:
+    """The annotations table from batch-results CSVs and JSON files (one row per image shown).
+
+    A file without a single assignment (a CSV with only its header row) is a warning, or with
+    ``strict`` an error: it is more likely the wrong file, or a download cut short, than a batch
+    nobody worked on.
+    """
     collector = _AnnotationCollector(known_images)
     for path in paths:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"results file {path} does not exist")
         n = _add_results_file(path, collector)
+        if n == 0:
+            message = f"{path}: no assignments (the file has no rows besides its header)"
+            if strict:
+                raise IngestError(f"{message}; pass the batch-results file with the workers' answers (or leave out --strict)")
+            logger.warning("%s; the pool gets no annotations from it", message)
         logger.info("read %d assignments from %s", n, path.name)
     return collector.table()
-
-
-# --- the image store -------------------------------------------------------------------------
-
-
-def image_store_from_table(path: PathLike, candidate_ids: set) -> pa.Table:
-    """The images table from a Parquet file of ``candidate_id`` and ``image`` (the file's bytes), embedded."""
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    table = pq.read_table(path)
-    missing = [c for c in ("candidate_id", "image") if c not in table.column_names]
-    if missing:
-        raise IngestError(f"{path.name}: missing column(s) {', '.join(missing)}; an image table has candidate_id and image (bytes)")
-    ids = table.column("candidate_id").to_pylist()
-    seen: dict[str, int] = {}
-    for row, cid in enumerate(ids, start=1):
-        if cid not in candidate_ids:
-            raise IngestError(f"{path.name} row {row}: no candidate has the id {cid!r}")
-        if cid in seen:
-            raise IngestError(f"{path.name} row {row}: candidate {cid} already has an image (row {seen[cid]})")
-        seen[cid] = row
-    if table.column("image").null_count:
-        raise IngestError(f"{path.name}: {table.column('image').null_count} row(s) have no image bytes")
-    return conform(table.select(["candidate_id", "image"]), "images", str(path)).sort_by("candidate_id")
-
-
-def image_store_from_folder(folder: PathLike, candidate_ids: set, relative_to: PathLike) -> pa.Table:
-    """The images table for the files ``<candidate id>.<jpeg|jpg|png>`` under ``folder``.
-
-    Paths are stored relative to ``relative_to`` (the pool folder). A file whose name is not a
-    known candidate id, or a candidate with two files, is an error.
-    """
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"image folder {folder} does not exist")
-    found: dict[str, Path] = {}
-    for root, _dirs, files in os.walk(folder):
-        for name in sorted(files):
-            stem, suffix = os.path.splitext(name)
-            if suffix.lower() not in IMAGE_SUFFIXES or name.startswith("."):
-                continue
-            path = Path(root) / name
-            if stem not in candidate_ids:
-                raise IngestError(f"{path}: no candidate has the id {stem!r}; image files must be named <candidate id>.jpeg")
-            if stem in found:
-                raise IngestError(f"{path}: candidate {stem} already has an image file ({found[stem]})")
-            found[stem] = path
-    base = Path(relative_to).resolve()
-    ids = sorted(found)
-    paths = [os.path.relpath(found[i].resolve(), base) for i in ids]
-    return from_rows([{"candidate_id": i, "path": p} for i, p in zip(ids, paths)], "images", str(folder))
 
 
 def ingest(
@@ -318,14 +288,19 @@ def ingest(
     originals: PathLike,
     results: Sequence[PathLike],
     images: Optional[PathLike] = None,
+    strict: bool = False,
 ) -> dict:
     """Read the inputs, check them, and write the pool folder ``output`` atomically; return the report.
 
-    The report (also written as ``ingest.json``) counts candidates, originals, assignments per
-    status, workers, tasks, annotation rows, candidates never shown and candidates without an
-    image file, and records each input file's sha256.
+    ``output`` is checked first: it must be absent, empty, or a pool an earlier ``ingest`` wrote,
+    and must not be, hold or lie inside an input. The report (also written as ``ingest.json``)
+    counts candidates, originals, assignments per status, workers, tasks, annotation rows,
+    candidates never shown and candidates without an image file, and records each input file's
+    sha256. ``strict`` refuses a results file without assignments (otherwise a warning).
     """
     output = Path(output)
+    inputs = [candidates, originals, *results, images]
+    check_output_dir(output, "ingest", inputs=inputs)
     candidate_table = read_candidates(candidates)
     original_table = read_originals(originals)
     candidate_ids = set(candidate_table.column("candidate_id").to_pylist())
@@ -335,15 +310,10 @@ def ingest(
         raise IngestError(f"id(s) both a candidate and an original: {', '.join(sorted(clash)[:5])}")
     if not results:
         raise IngestError("no results files given; pass at least one batch-results CSV or JSON")
-    annotations = read_results(results, candidate_ids | original_ids)
-    if images is None:
-        image_table = from_rows([], "images")
-    elif Path(images).is_file() and Path(images).suffix.lower() == ".parquet":
-        image_table = image_store_from_table(images, candidate_ids)
-    else:
-        image_table = image_store_from_folder(images, candidate_ids, output)
+    annotations = read_results(results, candidate_ids | original_ids, strict=strict)
+    image_table = _image_store(images, candidate_ids, output)
     report = _ingest_report(candidate_table, original_table, annotations, image_table, candidates, originals, results, images)
-    with atomic_directory(output) as tmp:
+    with owned_directory(output, "ingest", inputs=inputs) as tmp:
         for name, table in (("candidates", candidate_table), ("originals", original_table), ("annotations", annotations), ("images", image_table)):
             write_table(table, tmp / POOL_FILES[name])
         (tmp / INGEST_REPORT).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -352,6 +322,19 @@ def ingest(
         output, report["candidates"], report["originals"], report["assignments"]["total"], report["image_files"],
     )
     return report
+
+
+def _image_store(images: Optional[PathLike], candidate_ids: set, output: Path) -> pa.Table:
+    try:
+        if images is None:
+            return from_rows([], "images")
+        if Path(images).is_file() and Path(images).suffix.lower() == ".parquet":
+            return image_store_from_table(images, candidate_ids)
+        return image_store_from_folder(images, candidate_ids, output)
+    except IngestError:
+        raise
+    except RecordError as e:
+        raise IngestError(str(e)) from None
 
 
 def _ingest_report(candidates, originals, annotations, images, *inputs) -> dict:
