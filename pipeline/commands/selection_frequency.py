@@ -5,19 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._errors import reporting_errors
+from ._errors import reporting_errors, require_extra
 
 HELP = "compute selection frequencies (submitted and approved assignments) for candidates and control images"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pool", metavar="POOL", help="pool folder written by `ingest`")
-    parser.add_argument("--output", metavar="FILE", help="Parquet file to write (default: POOL/selection_frequencies.parquet; the report goes beside it as .json)")
+    parser.add_argument("--output", metavar="FILE", help="Parquet file to write (default: POOL/selection_frequencies.parquet; the report goes beside it as .json); "
+                        "never one of the pool's own tables")
     parser.add_argument("--min-control-accuracy", type=float, metavar="X", help="drop workers whose accuracy on the control images is below X (0..1; default: keep everyone)")
 
 
 def run(args: argparse.Namespace) -> int:
     def main() -> int:
+        require_extra("pipeline", ["pyarrow"], "selection-frequency")
         from pipeline.rebuild.selection_frequency import selection_frequency_stage
 
         path, report = selection_frequency_stage(args.pool, args.output, min_control_accuracy=args.min_control_accuracy)

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.core.atomic import atomic_write_text
+from pipeline.core.ownership import check_output_file, owned_files
 from pipeline.rebuild.pool import SELECTION_FREQUENCIES as OUTPUT_NAME
 from pipeline.rebuild.pool import SELECTION_FREQUENCIES_REPORT as REPORT_NAME
 from pipeline.rebuild.tables import COUNTED_STATUSES, conform, write_table
@@ -202,14 +202,22 @@ def selection_frequency_stage(
     """The ``selection-frequency`` stage: read the pool, write the table and its report atomically.
 
     ``output`` defaults to ``<pool>/selection_frequencies.parquet``; the report goes beside it
-    with the suffix ``.json``.
+    with the suffix ``.json``. Both are checked before any work (neither may be one of the pool's
+    own tables, or a file this project did not write) and written as one unit.
     """
-    from pipeline.rebuild.pool import load_pool
+    from pipeline.rebuild.pool import INGEST_REPORT, POOL_FILES, load_pool
 
+    output = Path(output) if output is not None else Path(pool) / OUTPUT_NAME
+    if output.suffix.lower() != ".parquet":
+        raise ValueError(f"--output must name a .parquet file (the report goes beside it as .json), got {output}")
+    outputs = [output.with_suffix(".json"), output]
+    pool_files = [Path(pool) / name for name in (*POOL_FILES.values(), INGEST_REPORT)]
+    for path in outputs:
+        check_output_file(path, "selection-frequency", inputs=pool_files)
     loaded = load_pool(pool, ("originals", "annotations"), dictionary=True)
     table, report = compute_selection_frequencies(loaded.annotations, loaded.originals, min_control_accuracy=min_control_accuracy)
-    output = Path(output) if output is not None else Path(pool) / OUTPUT_NAME
-    write_table(table, output)
-    atomic_write_text(output.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
+    with owned_files(outputs, "selection-frequency", inputs=pool_files) as (report_tmp, table_tmp):
+        report_tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_table(table, table_tmp)
     logger.info("wrote %s (%d pairs)", output, table.num_rows)
     return output, report
