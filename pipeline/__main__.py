@@ -15,15 +15,19 @@ from typing import Optional, Sequence
 
 # command name -> module under pipeline.commands, in the order a rebuild runs
 COMMANDS = {
+    "tasks": "tasks",
     "ingest": "ingest",
     "selection-frequency": "selection_frequency",
     "sample": "sample",
+    "review": "review",
     "build-set": "build_set",
     "simulate": "simulate",
     "demo": "demo",
     "push": "push",
     "push-metric": "push_metric",
     "evaluate": "evaluate",
+    "report": "report",
+    "compare": "compare",
 }
 
 

@@ -235,9 +235,13 @@ def _csv_header(path: Path) -> list[str]:
         raise not_utf8(path, e) from None
 
 
-def _add_results_file(path: Path, collector: _AnnotationCollector) -> int:
+def _add_results_file(path: Path, collector: _AnnotationCollector, key=None) -> int:
     count = 0
-    if path.suffix.lower() == ".csv":
+    if key is not None:  # results of our own tasks (--tasks): public image names mapped back through the key
+        for where, fields in key.assignments(path):
+            collector.add(where, fields)
+            count += 1
+    elif path.suffix.lower() == ".csv":
         header = _csv_header(path)
         missing = [column for column in RESULTS_CSV_COLUMNS.values() if column not in (header or [])]
         if missing:
@@ -259,19 +263,19 @@ def _add_results_file(path: Path, collector: _AnnotationCollector) -> int:
     return count
 
 
-def read_results(paths: Sequence[PathLike], known_images: set, *, strict: bool = False) -> pa.Table:
+def read_results(paths: Sequence[PathLike], known_images: set, *, strict: bool = False, key=None) -> pa.Table:
     """The annotations table from batch-results CSVs and JSON files (one row per image shown).
 
     A file without a single assignment (a CSV with only its header row) is a warning, or with
     ``strict`` an error: it is more likely the wrong file, or a download cut short, than a batch
-    nobody worked on.
+    nobody worked on. ``key``: a :class:`pipeline.rebuild.task_key.TaskKey` when the results are of our tasks.
     """
     collector = _AnnotationCollector(known_images)
     for path in paths:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"results file {path} does not exist")
-        n = _add_results_file(path, collector)
+        n = _add_results_file(path, collector, key)
         if n == 0:
             message = f"{path}: no assignments (the file has no rows besides its header)"
             if strict:
@@ -289,6 +293,7 @@ def ingest(
     results: Sequence[PathLike],
     images: Optional[PathLike] = None,
     strict: bool = False,
+    tasks: Sequence[PathLike] = (),
 ) -> dict:
     """Read the inputs, check them, and write the pool folder ``output`` atomically; return the report.
 
@@ -296,10 +301,11 @@ def ingest(
     and must not be, hold or lie inside an input. The report (also written as ``ingest.json``)
     counts candidates, originals, assignments per status, workers, tasks, annotation rows,
     candidates never shown and candidates without an image file, and records each input file's
-    sha256. ``strict`` refuses a results file without assignments (otherwise a warning).
+    sha256. ``strict`` refuses a results file without assignments (otherwise a warning). ``tasks``:
+    folders written by ``tasks``; the results name images by public names, mapped back through the key.
     """
     output = Path(output)
-    inputs = [candidates, originals, *results, images]
+    inputs = [candidates, originals, *results, images, *tasks]
     check_output_dir(output, "ingest", inputs=inputs)
     candidate_table = read_candidates(candidates)
     original_table = read_originals(originals)
@@ -310,9 +316,14 @@ def ingest(
         raise IngestError(f"id(s) both a candidate and an original: {', '.join(sorted(clash)[:5])}")
     if not results:
         raise IngestError("no results files given; pass at least one batch-results CSV or JSON")
-    annotations = read_results(results, candidate_ids | original_ids, strict=strict)
+    from pipeline.rebuild.task_key import TaskKey
+
+    key = TaskKey.load(tasks) if tasks else None
+    annotations = read_results(results, candidate_ids | original_ids, strict=strict, key=key)
     image_table = _image_store(images, candidate_ids, output)
     report = _ingest_report(candidate_table, original_table, annotations, image_table, candidates, originals, results, images)
+    if key is not None:  # each worker's accuracy on the hidden controls (for selection-frequency's worker filter)
+        report["worker_control_accuracy"] = key.tally.rows()
     with owned_directory(output, "ingest", inputs=inputs) as tmp:
         for name, table in (("candidates", candidate_table), ("originals", original_table), ("annotations", annotations), ("images", image_table)):
             write_table(table, tmp / POOL_FILES[name])

@@ -1,0 +1,133 @@
+"""Simulated crowd workers who answer real task folders, and an unannotated toy pool to make tasks from.
+
+:func:`write_toy_pool` writes a pool folder (candidates, originals, no annotations yet) from
+:func:`pipeline.toys.synthetic_pool.make_synthetic_pool`, whose images have known true selection
+frequencies. :func:`answer_tasks` plays the workers: it reads a folder written by ``tasks``
+(the key tells it which image each public name is, as a worker's eyes would) and writes their
+answers as an MTurk batch-results CSV, each image selected with its true probability
+(:func:`toy_truth`), so that ``ingest --tasks`` and ``selection-frequency`` must recover them.
+
+>>> import tempfile, pathlib
+>>> root = pathlib.Path(tempfile.mkdtemp())
+>>> pool = write_toy_pool(root / "pool", n_classes=2, candidates_per_class=10)
+>>> len(pool.candidate_ids), sorted(p.name for p in (root / "pool").glob("*.parquet"))[:2]
+(20, ['annotations.parquet', 'candidates.parquet'])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+import numpy as np
+
+from pipeline.toys.synthetic_pool import NEGATIVE_CONTROL_SELECTION_FREQUENCY, PoolShape, SyntheticPool, make_synthetic_pool
+
+PathLike = Union[str, "os.PathLike[str]"]
+Truth = Callable[[str, str], float]  # (image id, asked wnid) -> probability that an honest worker selects it
+
+
+def write_toy_pool(folder: PathLike, *, seed: int = 0, images: bool = False, shape: Optional[PoolShape] = None, **shape_fields) -> SyntheticPool:
+    """Write an unannotated pool folder from a synthetic pool; with ``images``, tiny JPEGs in its image store.
+
+    ``shape_fields`` override fields of :class:`~pipeline.toys.synthetic_pool.PoolShape` (e.g. ``n_classes``).
+    """
+    import pyarrow as pa
+
+    from pipeline.core.ownership import owned_directory
+    from pipeline.rebuild.pool import POOL_FILES
+    from pipeline.rebuild.tables import from_rows, write_table
+
+    base = shape or PoolShape(n_classes=5, candidates_per_class=60, originals_per_class=10)
+    shape = PoolShape(**{**base.__dict__, "annotators": 1, "workers": 1, **shape_fields})
+    pool = make_synthetic_pool(seed, shape)
+    with owned_directory(folder, "toys") as tmp:
+        write_table(pool.candidates_table(), tmp / POOL_FILES["candidates"])
+        write_table(pool.originals_table(), tmp / POOL_FILES["originals"])
+        write_table(from_rows([], "annotations"), tmp / POOL_FILES["annotations"])
+        if images:
+            data = [toy_jpeg(i) for i in range(len(pool.candidate_ids))]
+            table = pa.table({"candidate_id": pa.array(pool.candidate_ids.tolist(), pa.string()),
+                              "path": pa.nulls(len(data), pa.string()), "image": pa.array(data, pa.binary())})
+            write_table(table, tmp / POOL_FILES["images"])
+        else:
+            write_table(from_rows([], "images"), tmp / POOL_FILES["images"])
+    return pool
+
+
+def toy_jpeg(number: int, size: tuple[int, int] = (64, 48)) -> bytes:
+    """A small JPEG whose colour depends on ``number`` (distinct files for distinct images)."""
+    from pipeline.toys.synthetic import encode_jpeg
+
+    rng = np.random.default_rng(number)
+    pixels = np.clip(rng.uniform(0, 255, 3)[None, None, :] + rng.normal(0, 10, (size[1], size[0], 3)), 0, 255)
+    return encode_jpeg(pixels.astype(np.uint8), quality=90)
+
+
+def write_original_images(path: PathLike, pool: SyntheticPool) -> Path:
+    """A Parquet table of ``image_id`` and JPEG bytes for the pool's originals (``tasks --original-images``)."""
+    import pyarrow as pa
+
+    from pipeline.rebuild.tables import write_table
+
+    ids = pool.original_ids.tolist()
+    data = [toy_jpeg(10**6 + i) for i in range(len(ids))]
+    return write_table(pa.table({"image_id": pa.array(ids, pa.string()), "image": pa.array(data, pa.binary())}), path)
+
+
+def toy_truth(pool: SyntheticPool) -> Truth:
+    """The true selection probability of (image, asked class) in a synthetic pool."""
+    own = dict(zip(pool.candidate_ids.tolist(), pool.candidate_true_sf.tolist()))
+    own.update(zip(pool.original_ids.tolist(), pool.original_true_sf.tolist()))
+    label = dict(zip(pool.candidate_ids.tolist(), pool.wnids[pool.candidate_class].tolist()))
+    label.update(zip(pool.original_ids.tolist(), pool.wnids[pool.original_class].tolist()))
+    return lambda image_id, wnid: own[image_id] if label[image_id] == wnid else NEGATIVE_CONTROL_SELECTION_FREQUENCY
+
+
+def answer_tasks(
+    tasks_folder: PathLike,
+    output: PathLike,
+    truth: Truth,
+    *,
+    seed: int = 0,
+    workers: int = 50,
+    assignments: Optional[int] = None,
+    spammer_fraction: float = 0.0,
+    rejected_fraction: float = 0.0,
+    id_prefix: str = "",
+) -> dict:
+    """Simulated workers answer every task of ``tasks_folder``; their batch-results CSV goes to ``output``.
+
+    Each task gets ``assignments`` (default: the folder's) distinct workers out of ``workers``; a
+    spammer selects each image with probability 0.5; a fraction of assignments is rejected.
+    Returns the counts written and the spammers' ids.
+    """
+    from pipeline.core.atomic import atomic_file
+    from pipeline.rebuild.batch_results import read_batch_input, results_row, write_results
+    from pipeline.rebuild.task_key import SUMMARY, TaskKey
+
+    folder = Path(tasks_folder)
+    key = TaskKey.load([folder])
+    assignments = assignments or json.loads((folder / SUMMARY).read_text("utf-8"))["config"]["assignments"]
+    if assignments > workers:
+        raise ValueError(f"assignments ({assignments}) cannot exceed workers ({workers}): each task needs different workers")
+    rng = np.random.default_rng([seed, 17])
+    spammer = rng.random(workers) < spammer_fraction
+    batch = read_batch_input(folder)
+    rows = []
+    for number, row in enumerate(batch):
+        task = key.tasks[row["task_id"]]
+        urls = [row[f"image_{k}_url"] for k in range(1, len(task.images) + 1)]
+        p = np.array([truth(key.entries[name].id, task.wnid) for name in task.images])
+        for w in rng.permutation(workers)[:assignments]:
+            chosen = rng.random(len(p)) < (0.5 if spammer[w] else p)
+            status = "Rejected" if rng.random() < rejected_fraction else "Approved"
+            aid = f"{id_prefix}A{number:06d}{int(w):05d}"
+            fields = {"HITId": f"{id_prefix}H{number:08d}", "HITTypeId": "TOYTYPE", "AssignmentId": aid,
+                      "WorkerId": f"W{int(w):05d}", "AssignmentStatus": status, "WorkTimeInSeconds": 60}
+            rows.append(results_row(fields, row, [u for u, c in zip(urls, chosen) if c]))
+    with atomic_file(output, "w") as f:
+        write_results(f, rows, list(batch[0]))
+    return {"assignments": len(rows), "tasks": len(batch), "spammers": [f"W{int(w):05d}" for w in np.flatnonzero(spammer)]}
