@@ -17,6 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "ids as a JSON array or separated by , or |) or JSON list of assignments; repeatable")
     parser.add_argument("--images", metavar="DIR|FILE", help="folder of <candidate id>.jpeg files, or a .parquet table of candidate_id and image bytes (JPEG or PNG)")
     parser.add_argument("--output", required=True, metavar="DIR", help="the pool folder to write (a new folder, or a pool an earlier ingest wrote: replaced atomically)")
+    parser.add_argument("--tasks", action="append", default=[], metavar="TASKS", help="folder written by `tasks` whose results these are: public image names are mapped back through its key.jsonl (Input.task_id, Answer.selected); repeatable for follow-up rounds")
     parser.add_argument("--strict", action="store_true", help="refuse a results file with no assignments (default: a warning)")
 
 
@@ -26,8 +27,8 @@ def run(args: argparse.Namespace) -> int:
         from pipeline.rebuild.ingest import ingest
 
         report = ingest(args.output, candidates=args.candidates, originals=args.originals, results=args.results, images=args.images,
-                        strict=args.strict)
-        print(json.dumps({k: v for k, v in report.items() if k != "inputs"}, indent=2))
+                        strict=args.strict, tasks=args.tasks)
+        print(json.dumps({k: v for k, v in report.items() if k not in ("inputs", "worker_control_accuracy")}, indent=2))
         print(f"wrote {args.output}")
         return 0
 
