@@ -40,6 +40,7 @@ class ModelRecord:
     kwargs: dict = field(default_factory=dict)  # timm: more create_model arguments, e.g. {"num_classes": 10}
     checkpoint: Optional[str] = None  # timm: a checkpoint file to load (create_model checkpoint_path)
     seed: int = 0  # torch seed set before building the model (random weights are reproducible)
+    baseline: Optional[bool] = None  # `report`: fit the lines to this model (a "standard" model); None: not said
 
     def __post_init__(self):
         if not isinstance(self.source, str) or ":" not in self.source:

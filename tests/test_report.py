@@ -1,0 +1,177 @@
+"""`python -m pipeline report`: the per-model table, Table 2, fits, effective robustness, figures.
+
+Expected values: means and ranks computed by hand from the counts below; fits from numpy's
+polyfit on the transformed accuracies; the change interval from statsmodels'
+``confint_proportions_2indep(method="newcomb")``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+from scipy.special import expit, logit, ndtri
+from statsmodels.stats.proportion import confint_proportions_2indep
+
+from pipeline.evaluation import report as R
+from pipeline.evaluation.results import RESULTS_JSON, make_row
+
+ORIGINAL, NEW_A, NEW_B = "imagenet@validation", "imagenetv2:matched-frequency@test", "imagenetv2:top-images@test"
+# model: (original top-1, top-5 correct of 10,000), (new A), (new B)
+COUNTS = {
+    "m1": ((6000, 8200), (4800, 7200), (6100, 8300)),
+    "m2": ((6500, 8600), (5300, 7600), (6600, 8700)),
+    "m3": ((7000, 9000), (5900, 8100), (7150, 9050)),
+    "m4": ((7500, 9300), (6400, 8500), (7500, 9400)),
+    "m5": ((8000, 9500), (7100, 8900), (8050, 9550)),
+}
+
+
+def _row(model: str, dataset: str, role: str, top1: int, top5: int, total: int = 10_000) -> dict:
+    from metrics.clopper_pearson_accuracy.clopper_pearson_accuracy import clopper_pearson_interval
+
+    l1, h1 = clopper_pearson_interval(top1, total)
+    l5, h5 = clopper_pearson_interval(top5, total)
+    return make_row(model=model, source=f"timm:{model}", dataset=dataset, dataset_spec=dataset, role=role, status="ok", error="",
+                    total=total, top1_correct=top1, top1_accuracy=top1 / total, top1_ci_low=l1, top1_ci_high=h1,
+                    top5_correct=top5, top5_accuracy=top5 / total, top5_ci_low=l5, top5_ci_high=h5, confidence_level=0.95)
+
+
+def hand_made_rows() -> list[dict]:
+    rows = []
+    for model, (orig, new_a, new_b) in COUNTS.items():
+        rows += [_row(model, ORIGINAL, "original", *orig), _row(model, NEW_A, "new", *new_a), _row(model, NEW_B, "new", *new_b)]
+    return rows
+
+
+def write_results(folder, rows) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / RESULTS_JSON).write_text(json.dumps({"columns": [], "rows": rows, "fits": {}, "settings": {}}), encoding="utf-8")
+    return str(folder / RESULTS_JSON)
+
+
+def test_means_ranks_changes_and_intervals():
+    document = R.build_report(hand_made_rows(), n_bootstrap=500)
+    a = document["sets"][NEW_A]
+    assert a["n_models"] == 5
+    # by hand: top-1 changes -12, -12, -11, -11, -9 points; top-5 -10, -10, -9, -8, -6
+    assert a["mean_top1_change"] == pytest.approx(-0.11)
+    assert a["mean_top5_change"] == pytest.approx(-0.086)
+    assert document["sets"][NEW_B]["mean_top1_change"] == pytest.approx(0.0080)
+    entries = {e["model"]: e for e in document["models"] if e["dataset"] == NEW_B}
+    # new B: m3 (71.5) and m4 (75.0) keep their ranks; all in the original order -> no rank change
+    assert [entries[m]["rank_original"] for m in COUNTS] == [5, 4, 3, 2, 1]
+    assert [entries[m]["rank_change"] for m in COUNTS] == [0, 0, 0, 0, 0]
+    m1 = next(e for e in document["models"] if e["model"] == "m1" and e["dataset"] == NEW_A)
+    low, high = confint_proportions_2indep(4800, 10_000, 6000, 10_000, compare="diff", method="newcomb")
+    assert (m1["top1_change_ci_low"], m1["top1_change_ci_high"]) == pytest.approx((low, high), abs=1e-12)
+    assert m1["top1_change"] == pytest.approx(-0.12)
+    for key in ("model", "dataset", "original_top1", "new_top1", "top1_change", "top1_change_ci_low", "top1_change_ci_high",
+                "rank_original", "rank_new", "effective_robustness"):
+        assert key in m1
+
+
+def test_rank_changes_and_ties():
+    rows = hand_made_rows()
+    for r in rows:  # m1 becomes the best on new A; m4 and m5 tie
+        if r["dataset"] == NEW_A and r["model"] == "m1":
+            r.update(_row("m1", NEW_A, "new", 7500, 9000))
+        if r["dataset"] == NEW_A and r["model"] == "m4":
+            r.update(_row("m4", NEW_A, "new", 7100, 8900))
+    entries = {e["model"]: e for e in R.build_report(rows, n_bootstrap=0)["models"] if e["dataset"] == NEW_A}
+    assert [entries[m]["rank_new"] for m in COUNTS] == [1, 5, 4, 2, 2]
+    assert [entries[m]["rank_change"] for m in COUNTS] == [4, -1, -1, 0, -1]
+
+
+@pytest.mark.parametrize("scale", ["linear", "probit", "logit"])
+def test_fits_come_from_the_metric_on_each_scale(scale):
+    document = R.build_report(hand_made_rows(), n_bootstrap=200)
+    fit = document["sets"][NEW_A]["fits"][scale]
+    x = np.array([c[0][0] for c in COUNTS.values()]) / 10_000
+    y = np.array([c[1][0] for c in COUNTS.values()]) / 10_000
+    f = {"linear": lambda v: v, "probit": ndtri, "logit": logit}[scale]
+    slope, intercept = np.polyfit(f(x), f(y), 1)
+    assert fit["status"] == "ok" and fit["scale"] == scale
+    assert (fit["slope"], fit["intercept"]) == pytest.approx((slope, intercept), rel=1e-9)
+    assert fit["slope_ci_low"] <= fit["slope"] <= fit["slope_ci_high"]
+
+
+def test_effective_robustness_by_hand_on_a_logit_fit_with_a_baseline():
+    rows = hand_made_rows()
+    document = R.build_report(rows, baseline="m[1-4]", n_bootstrap=0, effective_robustness_scale="logit")
+    x = np.array([c[0][0] for c in COUNTS.values()]) / 10_000
+    y = np.array([c[1][0] for c in COUNTS.values()]) / 10_000
+    slope, intercept = np.polyfit(logit(x[:4]), logit(y[:4]), 1)  # the line through the baseline m1..m4 only
+    expected = y - expit(slope * logit(x) + intercept)
+    entries = [e for e in document["models"] if e["dataset"] == NEW_A]
+    assert [e["effective_robustness"] for e in entries] == pytest.approx(expected.tolist(), abs=1e-12)
+    assert [e["baseline"] for e in entries] == [True, True, True, True, False]
+    assert document["sets"][NEW_A]["fits"]["logit"]["n_models"] == 4
+    assert expected[4] > 0.005  # m5 lies above the baseline's line (71.0 against 70.3 predicted)
+
+
+def test_report_command_writes_tables_and_figures(tmp_path, capsys):
+    from pipeline.__main__ import main
+
+    results = write_results(tmp_path / "eval", hand_made_rows())
+    out = tmp_path / "report"
+    assert main(["report", results, "--output", str(out), "--n-bootstrap", "300"]) == 0
+    document = json.loads((out / "report.json").read_text())
+    assert set(document["sets"]) == {NEW_A, NEW_B}
+    assert set(document["sets"][NEW_A]) >= {"n_models", "mean_top1_change", "mean_top5_change", "fits"}
+    assert set(document["sets"][NEW_A]["fits"]) == {"linear", "probit", "logit"}
+    markdown = (out / "report.md").read_text()
+    assert f"| {NEW_A} | 5 | -11.00 | -8.60 |" in markdown
+    for name in document["files"]:
+        assert (out / name).is_file(), name
+        if name.endswith(".png"):
+            with Image.open(out / name) as image:
+                assert image.size[0] > 300 and image.size[1] > 200
+    assert len([f for f in document["files"] if f.endswith(".png")]) == 3
+    printed = capsys.readouterr().out
+    assert "report.md" in printed and "figures" in printed
+    # a second run replaces its own report; a foreign folder is refused
+    assert main(["report", results, "--output", str(out), "--n-bootstrap", "0"]) == 0
+    foreign = tmp_path / "thesis"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    assert main(["report", results, "--output", str(foreign)]) == 1
+    assert (foreign / "notes.txt").read_text() == "mine"
+
+
+def test_figure_for_300_models(tmp_path):
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(300):
+        orig = int(rng.integers(4000, 9000))
+        new = int(np.clip(1.1 * orig - 2000 + rng.normal(0, 200), 100, 9900))
+        rows += [_row(f"model-{i}", ORIGINAL, "original", orig, min(orig + 1500, 9990)),
+                 _row(f"model-{i}", NEW_A, "new", new, min(new + 1500, 9990))]
+    document = R.write_report(tmp_path / "r", rows, n_bootstrap=200)
+    assert document["sets"][NEW_A]["n_models"] == 300
+    with Image.open(tmp_path / "r" / "figures" / f"fit-{'imagenetv2_matched-frequency_test'}.png") as image:
+        image.load()
+        assert image.size == (1100, 550)
+
+
+def test_baseline_field_in_the_model_file(tmp_path):
+    from pipeline.__main__ import main
+
+    results = write_results(tmp_path / "eval", hand_made_rows())
+    models = tmp_path / "models.json"
+    models.write_text(json.dumps([{"source": f"timm:m{i}", "baseline": i != 5} for i in range(1, 6)]))
+    assert main(["report", results, "--output", str(tmp_path / "r"), "--models", str(models), "--n-bootstrap", "0"]) == 0
+    document = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert document["sets"][NEW_A]["fits"]["linear"]["n_models"] == 4
+
+
+def test_bad_inputs_are_named(tmp_path):
+    rows = [r for r in hand_made_rows() if r["role"] == "new"]
+    with pytest.raises(ValueError, match="0 original datasets"):
+        R.build_report(rows)
+    with pytest.raises(ValueError, match="matches none of the models"):
+        R.build_report(hand_made_rows(), baseline="resnet*")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        R.load_results([tmp_path / "missing.json"])
