@@ -12,18 +12,11 @@ import pytest
 import yaml
 
 from pipeline.core.export import ConfigExport, read_card, write_hub_folder
-from pipeline.publish.push import (
-    CHANGES_FILE,
-    IMAGE_SHA256,
-    FolderError,
-    RevisionRecord,
-    card_with_revision,
-    check_folder,
-    diff_ids,
-    next_auto_tag,
-    read_revision_file_name,
-)
+from pipeline.publish.changes import ReleaseRecord, card_with_release, diff_ids
+from pipeline.publish.folder import FolderError, check_folder, read_revision_file_name
 from pipeline.publish.hub import check_ref_name, check_repo_id, describe_failure, redact
+from pipeline.publish.names import CHANGES_FILE, IMAGE_SHA256
+from pipeline.publish.plan import next_auto_tag
 from pipeline.toys.synthetic import tiny_jpeg
 
 FEATURES = datasets.Features(
@@ -170,9 +163,9 @@ def test_card_records_the_revision_and_replaces_an_old_record(folder):
         "first": diff_ids("first", checked.configs["first"], "candidate_id", collections.Counter(["a0", "zz"] + [f"a{i}" for i in range(1, 11)]), first=False),
         "second": diff_ids("second", checked.configs["second"], "candidate_id", checked.configs["second"].ids, first=False),
     }  # fmt: skip
-    record = RevisionRecord("v2", "v1", changes)
-    text = card_with_revision(checked.card_text, record, "org/toy")
-    again = card_with_revision(text, RevisionRecord("v3", "v2", changes), "org/toy")
+    record = ReleaseRecord("v2", "v1", changes)
+    text = card_with_release(checked.card_text, record, "org/toy")
+    again = card_with_release(text, ReleaseRecord("v3", "v2", changes), "org/toy")
     for card_text, name, previous in ((text, "v2", "v1"), (again, "v3", "v2")):
         card = yaml.safe_load(card_text.split("---")[1])
         assert card["revision"]["name"] == name and card["revision"]["previous"] == previous
@@ -221,7 +214,7 @@ def test_messages_never_show_a_token():
     assert token not in message and "rejected the token" in message and "HF_TOKEN" in message
 
 
-@pytest.mark.parametrize("name", ["pipeline.publish.push", "pipeline.publish.hub", "pipeline.publish.metric_space"])
+@pytest.mark.parametrize("name", ["pipeline.publish.folder", "pipeline.publish.plan", "pipeline.publish.hub", "pipeline.publish.metric_space"])
 def test_docstring_examples(name):
     import doctest
     import importlib

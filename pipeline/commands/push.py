@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
+
+from ._publishing import (
+    NOTHING_UPLOADED,
+    add_common_arguments,
+    check_names,
+    check_token,
+    error,
+    print_plan,
+)
 
 HELP = "push a Hub-ready dataset folder to the Hub as one commit, tagged as a new revision"
 
@@ -13,12 +21,14 @@ logger = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("folder", metavar="FOLDER", help="the Hub-ready folder (README.md card + data/<config>/...)")
-    parser.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="dataset repository on the Hub")
-    parser.add_argument("--tag", help="tag of the new revision (default: the next vN after the repo's highest vN tag)")
+    add_common_arguments(
+        parser,
+        repo_help="dataset repository on the Hub",
+        tag_help="tag of the new release (default: the next vN after the repo's highest vN tag)",
+        private_help="create the repository private (no effect on an existing one)",
+        message_help="commit message (default: 'Publish revision TAG')",
+    )
     parser.add_argument("--branch", default="main", metavar="NAME", help="branch to commit to; created from main if missing (default: %(default)s)")
-    parser.add_argument("--private", action="store_true", help="create the repository private (no effect on an existing one)")
-    parser.add_argument("--message", metavar="TEXT", help="commit message (default: 'Publish revision TAG')")
-    parser.add_argument("--dry-run", action="store_true", help="check the folder and print the plan; upload nothing")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,47 +40,38 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, token) -> int:
     from huggingface_hub import HfApi
 
-    from pipeline.publish.push import FolderError, PushFailed, check_folder, execute_push, plan_push
-    from pipeline.publish.hub import PublishError, check_ref_name, check_repo_id, describe_failure, redact
+    from pipeline.publish.folder import FolderError, check_folder
+    from pipeline.publish.hub import PublishError, describe_failure, redact
+    from pipeline.publish.plan import plan_push
 
-    try:
-        check_repo_id(args.repo_id)
-        check_ref_name(args.branch, "branch")
-        if args.tag is not None:
-            check_ref_name(args.tag, "tag")
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        return 2
-
+    bad = check_names(args)
+    if bad is not None:
+        return bad
     try:
         logger.info("checking %s", args.folder)
         checked = check_folder(args.folder)
     except FolderError as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        return 1
-
+        return error(str(e))
     api = HfApi(token=token)
-    if not args.dry_run:
-        try:
-            api.whoami(token=token)
-        except Exception as e:
-            print(f"error: {describe_failure(e, 'checking the token', token=token, safe_note='Nothing was uploaded.')}", file=sys.stderr, flush=True)
-            return 1
+    bad = check_token(api, args, token)
+    if bad is not None:
+        return bad
     try:
         plan = plan_push(
             api, checked, args.repo_id, tag=args.tag, branch=args.branch, private=args.private, message=args.message, token=token
         )
     except PublishError as e:
-        print(f"error: {redact(str(e), token)}", file=sys.stderr, flush=True)
-        return 1
-    except Exception as e:
-        print(f"error: {describe_failure(e, f'reading {args.repo_id} from the Hub', token=token, safe_note='Nothing was uploaded.')}", file=sys.stderr, flush=True)
-        return 1
-
-    print(plan.describe(), flush=True)
-    if args.dry_run:
-        print("dry run: nothing was uploaded", flush=True)
+        return error(redact(str(e), token))
+    except Exception as e:  # noqa: BLE001 - reported with the token redacted
+        return error(describe_failure(e, f"reading {args.repo_id} from the Hub", token=token, safe_note=NOTHING_UPLOADED))
+    if print_plan(plan, args):
         return 0
+    return _execute(api, plan, checked, token)
+
+
+def _execute(api, plan, checked, token) -> int:
+    from pipeline.publish.hub import describe_failure
+    from pipeline.publish.push import PushFailed, execute_push
 
     try:
         result = execute_push(api, plan, token=token)
@@ -88,8 +89,7 @@ def _run(args: argparse.Namespace, token) -> int:
             else:
                 kept = f"no commit was added to {plan.repo_id}"
             note = f"Nothing was published: {kept}. Re-run the same command to retry."
-        print(f"error: push failed: {describe_failure(e.cause, e.stage, token=token, safe_note=note)}", file=sys.stderr, flush=True)
-        return 1
+        return error(f"push failed: {describe_failure(e.cause, e.stage, token=token, safe_note=note)}")
     print(
         f"published {result.repo_id} revision {result.tag} (commit {result.commit_oid[:12]} on {result.branch}): {result.url}\n"
         f'load it with: datasets.load_dataset("{result.repo_id}", "{next(iter(checked.configs))}", revision="{result.tag}")',

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from pipeline.publish.push import LocalFile, _human
+from pipeline.publish.folder import LocalFile
 from pipeline.publish.hub import PublishError, check_ref_name, check_repo_id
+from pipeline.publish.names import HUB_MANAGED_FILES, human_size
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +28,6 @@ SPACE_SDK = "gradio"
 METRIC_PACKAGE = "metrics.clopper_pearson_accuracy"
 METRIC_NAME = "clopper_pearson_accuracy"
 REQUIRED_FILES = (f"{METRIC_NAME}.py", "README.md", "app.py", "requirements.txt")
-HUB_MANAGED_FILES = frozenset({".gitattributes"})
 
 
 class MetricFolderError(PublishError, ValueError):
@@ -114,7 +114,7 @@ class MetricPlan:
             f"  message: {self.message}",
             f"  files ({len(self.files)}):",
         ]
-        lines += [f"    upload {_human(f.size):>10s}  {f.path_in_repo}" for f in self.files]
+        lines += [f"    upload {human_size(f.size):>10s}  {f.path_in_repo}" for f in self.files]
         lines += [f"    delete {'':>10s}  {p}" for p in self.deletions]
         name = self.repo_id.split("/")[1]
         lines.append(f'  then: evaluate.load("{self.repo_id}") loads {name}.py from the Space')
