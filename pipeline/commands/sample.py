@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._errors import reporting_errors
+from ._errors import reporting_errors, require_extra
 
 HELP = "sample a revision (matched-frequency, threshold-0.7 or top-images) and write it with its report"
 
@@ -25,6 +25,8 @@ OVERRIDES = {
     "review_targets": "near_duplicate_review_targets",
     "classes": "wnids",
 }
+
+OPTION_NAMES = {"wnid_thresholds": "wnid-threshold", "upward_sampling": "no-upward-sampling"}
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -53,8 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--classes", type=lambda s: tuple(w.strip() for w in s.split(",") if w.strip()), metavar="WNID,...", help="sample only these classes (default: all 1000)")
     inputs = parser.add_argument_group("inputs besides the pool")
     inputs.add_argument("--selection-frequencies", metavar="FILE", help="default: POOL/selection_frequencies.parquet")
-    inputs.add_argument("--blacklist", metavar="FILE", help="candidate ids removed by review (JSON list, text file, or table with candidate_id)")
-    inputs.add_argument("--near-duplicates", metavar="FILE", help="confirmed near-duplicate pairs: image_id, duplicate_id (.csv/.parquet/.jsonl) or JSON {candidate: [duplicates]}")
+    inputs.add_argument("--blacklist", metavar="FILE", help="candidates removed by review: JSON {candidate_id: reason} (the original format; reasons go into the decisions), "
+                        "JSON list, text file, or table with candidate_id")
+    inputs.add_argument("--near-duplicates", metavar="FILE", help="confirmed near-duplicate pairs: image_id, duplicate_id (.csv/.parquet/.jsonl) or JSON {candidate: [duplicates]} "
+                        "(candidates, or ImageNet train/val/test files)")
     inputs.add_argument("--near-duplicate-overrides", metavar="FILE", help="candidates to keep from their near-duplicate component (JSON list)")
     inputs.add_argument("--near-duplicate-review", metavar="FILE", help="review table: candidate_id, l2, fc7, dssim (how far neighbours were reviewed)")
     inputs.add_argument("--starting-from", metavar="REVISION", help="previous revision to chain from: its still-valid images are kept")
@@ -87,17 +91,30 @@ def config_from_args(args: argparse.Namespace):
         base = load_revision(args.config_from)
         if not overrides:
             return base.config, base.time_string, base.username, base.starting_from
-        return dataclasses.replace(base.config, **overrides), None, None, None
+        return _naming_options(lambda: dataclasses.replace(base.config, **overrides)), None, None, None
     missing = [o for o in ("rule", "seed") if getattr(args, o) is None]
     if missing:
         raise ValueError(f"give --{' and --'.join(missing)} (or --config-from a revision)")
-    return SamplingConfig(**overrides), None, None, None
+    return _naming_options(lambda: SamplingConfig(**overrides)), None, None, None
+
+
+def _naming_options(make):
+    """Build the config; a refused value's error names the option it came from."""
+    try:
+        return make()
+    except ValueError as e:
+        words = str(e).split(" ")[:3]
+        for option, field in OVERRIDES.items():
+            if field in words:
+                raise ValueError(f"--{OPTION_NAMES.get(option, option.replace('_', '-'))}: {e}") from None
+        raise
 
 
 def run(args: argparse.Namespace) -> int:
     def main() -> int:
         from pathlib import Path
 
+        require_extra("pipeline", ["pyarrow"], "sample")
         from pipeline.rebuild.sample import sample_stage
 
         config, time_string, username, previous_name = config_from_args(args)

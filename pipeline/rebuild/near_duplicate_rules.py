@@ -2,7 +2,8 @@
 
 Input (an input of ``sample``, decided by people looking at nearest neighbours): a table of
 confirmed pairs ``image_id`` (a candidate) – ``duplicate_id`` (a candidate, or an original
-ImageNet file such as ``ILSVRC2012_val_00000001.JPEG`` or ``n01440764_10026.JPEG``), and
+ImageNet validation, test or train file such as ``ILSVRC2012_val_00000001.JPEG``,
+``ILSVRC2012_test_00011250.JPEG`` or ``n01440764_10026.JPEG``), and
 optionally a list of override candidates. Candidates that share a search-engine photo id are
 linked too. The rule of the original pipeline on the graph of these links:
 
@@ -27,7 +28,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
-IMAGENET_FILE = re.compile(r"(ILSVRC2012_val_\d{8}|n\d{8}_\d+)\.JPEG")
+IMAGENET_FILE = re.compile(r"(ILSVRC2012_(?:val|test)_\d{8}|n\d{8}_\d+)\.JPEG")  # validation, test or train file
 GOOD_SELECTION_FREQUENCY = 0.7
 REVIEW_METRICS = ("l2", "fc7", "dssim")
 RELEASED_REVIEW_TARGETS = {"l2": 120000000.0, "dssim": 0.2205, "fc7": 13200.0}
@@ -74,7 +75,7 @@ def resolve_near_duplicates(
             else:
                 raise ValueError(
                     f"near-duplicates row {row}: duplicate_id {b!r} is neither a candidate of the pool nor an "
-                    f"ImageNet file name (ILSVRC2012_val_00000001.JPEG, n01440764_10026.JPEG)"
+                    f"ImageNet file name (ILSVRC2012_val_00000001.JPEG, ILSVRC2012_test_00011250.JPEG, n01440764_10026.JPEG)"
                 )
             left.append(index[a])
             right.append(j)

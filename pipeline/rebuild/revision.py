@@ -68,6 +68,7 @@ KEY_ORDER = {
     ),
 }
 OPTIONAL_KEYS = {"starting_from", "wnid_thresholds", "wnids"}
+COUNT_FIELDS = ("min_num_annotations_candidates", "min_num_annotations_val", "min_num_val_images_per_wnid", "min_num_annotations")
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class SamplingConfig:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         if not isinstance(self.per_class, int) or self.per_class < 1:
             raise ValueError(f"per_class must be a positive integer, got {self.per_class!r}")
+        self._check_counts_and_ranges()
         from imagenetv2.classes import wnid_to_index
 
         known = wnid_to_index()
@@ -110,6 +112,18 @@ class SamplingConfig:
         for name, value in [("selection_frequency_threshold", self.selection_frequency_threshold), *self.wnid_thresholds.items()]:
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"threshold {name} = {value!r} is not a selection frequency in [0, 1]")
+
+    def _check_counts_and_ranges(self) -> None:
+        for name in COUNT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a whole number >= 0 (a count), got {value!r}")
+        bins = list(self.histogram_bins)
+        if not all(isinstance(b, (int, float)) and 0.0 <= b <= 1.0 for b in bins) or bins != sorted(set(bins)):
+            raise ValueError(f"histogram_bins {bins!r} must be increasing selection frequencies in [0, 1], like 0.2,0.4,0.6,0.8")
+        for metric, value in dict(self.near_duplicate_review_targets).items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
+                raise ValueError(f"near_duplicate_review_targets {metric} = {value!r} must be a finite distance >= 0")
 
     @property
     def sampling_function(self) -> str:

@@ -2,12 +2,14 @@
 
 Inputs besides the pool and its selection frequencies (all optional): a blacklist (candidates
 removed by the final review), confirmed near-duplicate pairs with overrides, the near-duplicate
-review table, and the previous revision to chain from. Outputs, each written atomically::
+review table, and the previous revision to chain from (formats: :mod:`pipeline.rebuild.sample_inputs`).
+Outputs, checked before any work and written as one unit (all three new, or none)::
 
     <name>.json               the revision (released format, :mod:`pipeline.rebuild.revision`)
     <name>.report.json        counts per exclusion reason, slots filled upward, carried over,
                               mean selection frequency of the set and of the originals, inputs' sha256
     <name>.decisions.parquet  one row per candidate of the sampled classes: what the rule decided
+                              (and the blacklist's reason for the blacklisted ones)
 """
 
 from __future__ import annotations
@@ -17,16 +19,16 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
 
-from pipeline.core.atomic import atomic_write_text
+from pipeline.core.integrity import file_digest
+from pipeline.core.ownership import check_output_file, owned_files
 from pipeline.rebuild.pool import SELECTION_FREQUENCIES as SELECTION_FREQUENCIES_NAME
 from pipeline.rebuild.pool import Pool, load_pool
-from pipeline.rebuild.records import read_records
-from pipeline.core.integrity import file_digest
+from pipeline.rebuild.sample_inputs import read_blacklist, read_id_list, read_near_duplicates, read_review  # noqa: F401 (re-exported)
 from pipeline.rebuild.near_duplicate_rules import resolve_near_duplicates, review_finished
 from pipeline.rebuild.revision import Revision, output_paths, SamplingConfig, current_username, load_revision, now_time_string
 from pipeline.rebuild.sampling_rules import (
@@ -38,7 +40,7 @@ from pipeline.rebuild.sampling_rules import (
     sample_threshold,
     sample_top_images,
 )
-from pipeline.rebuild.tables import from_rows, read_any, read_table, write_table
+from pipeline.rebuild.tables import read_table, write_table
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +105,7 @@ def sample_revision(
     config: SamplingConfig,
     *,
     output_filename: str,
-    blacklist: Sequence[str] = (),
+    blacklist: Union[Sequence[str], Mapping[str, Optional[str]]] = (),
     near_duplicates: Optional[pa.Table] = None,
     near_duplicate_overrides: Sequence[str] = (),
     near_duplicate_review: Optional[pa.Table] = None,
@@ -111,7 +113,11 @@ def sample_revision(
     time_string: Optional[str] = None,
     username: Optional[str] = None,
 ) -> SampleOutput:
-    """Sample a revision from ``pool`` with ``config``; deterministic for fixed inputs and seed."""
+    """Sample a revision from ``pool`` with ``config``; deterministic for fixed inputs and seed.
+
+    ``blacklist`` is a list of candidate ids or a mapping id → reason (the original pipeline's
+    blacklist); the reasons go into the decisions table.
+    """
     candidates = pool.candidates.sort_by("candidate_id")
     ids = candidates.column("candidate_id").to_pylist()
     wnids = candidates.column("wnid").to_pylist()
@@ -156,7 +162,7 @@ def sample_revision(
         output_filename=output_filename,
         starting_from=previous.output_filename if previous is not None else None,
     )
-    decisions = _decisions(kept_ids, class_wnids, arrays, result)
+    decisions = _decisions(kept_ids, class_wnids, arrays, result, blacklist if isinstance(blacklist, Mapping) else {})
     report = _report(revision, result, arrays, originals, class_wnids, near_duplicate, near_duplicates, near_duplicate_review, previous)
     return SampleOutput(revision, report, decisions)
 
@@ -211,7 +217,7 @@ def _run_rule(config: SamplingConfig, arrays: CandidateArrays, originals: _Origi
     return sample_top_images(arrays, n_classes, rng=rng, per_class=config.per_class, min_annotations=config.min_num_annotations, class_names=names)
 
 
-def _decisions(kept_ids, class_wnids, arrays: CandidateArrays, result: SamplingResult) -> pa.Table:
+def _decisions(kept_ids, class_wnids, arrays: CandidateArrays, result: SamplingResult, reasons: Mapping) -> pa.Table:
     names = np.asarray(("not_sampled",) + REASONS, dtype=object)
     decision = names[result.reason]
     selected = np.zeros(len(arrays), bool)
@@ -230,6 +236,7 @@ def _decisions(kept_ids, class_wnids, arrays: CandidateArrays, result: SamplingR
                 pa.array(np.where(result.upward_to_bin >= 0, result.upward_to_bin, 0), pa.int8(), mask=result.upward_to_bin < 0)
                 if result.upward_to_bin is not None else pa.nulls(len(arrays), pa.int8())
             ),
+            "blacklist_reason": pa.array([reasons.get(c) if b else None for c, b in zip(kept_ids, arrays.blacklisted)], pa.string()),
         }
     )
 
@@ -273,48 +280,6 @@ def _report(revision, result, arrays, originals, class_wnids, near_duplicate, pa
     return report
 
 
-# --- reading the optional inputs -------------------------------------------------------------
-
-
-def read_id_list(path: PathLike) -> list[str]:
-    """Candidate ids from a JSON list, a text file (one per line) or a table with ``candidate_id``."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist")
-    if path.suffix.lower() == ".json":
-        data = json.loads(path.read_text("utf-8"))
-        if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
-            raise ValueError(f"{path}: expected a JSON list of candidate ids")
-        return data
-    if path.suffix.lower() in (".txt", ""):
-        return [line.strip() for line in path.read_text("utf-8").splitlines() if line.strip() and not line.startswith("#")]
-    ids = []
-    for where, record in read_records(path):
-        if not record.get("candidate_id"):
-            raise ValueError(f"{where}: missing candidate_id")
-        ids.append(record["candidate_id"])
-    return ids
-
-
-def read_near_duplicates(path: PathLike) -> pa.Table:
-    """Confirmed pairs from a table (``image_id``, ``duplicate_id``) or a JSON object {candidate: [duplicates]}."""
-    path = Path(path)
-    if path.suffix.lower() == ".json":
-        data = json.loads(path.read_text("utf-8"))
-        if isinstance(data, dict):  # the original pipeline's near_duplicates.json
-            rows = []
-            for key, value in data.items():
-                if not isinstance(value, list):
-                    raise ValueError(f"{path.name} key {key!r}: expected a list of its near-duplicates")
-                rows.extend({"image_id": key, "duplicate_id": d} for d in value)
-            return from_rows(rows, "near_duplicates", str(path))
-    return read_any(path, "near_duplicates")
-
-
-def read_review(path: PathLike) -> pa.Table:
-    return read_any(path, "near_duplicate_review")
-
-
 def sample_stage(
     pool: PathLike,
     output: PathLike,
@@ -329,44 +294,55 @@ def sample_stage(
     time_string: Optional[str] = None,
     username: Optional[str] = None,
 ) -> SampleOutput:
-    """The ``sample`` stage on files: read the inputs, sample, write the three outputs atomically.
+    """The ``sample`` stage on files: read the inputs, sample, write the three outputs as one unit.
 
-    The report records every input file's sha256, so that a regeneration can be checked to use
-    the same inputs.
+    The output paths are checked before any work; the decisions, report and revision are
+    written to temporary names and renamed at the end, the revision last, so that they are
+    either all the new run's or all the previous ones. The report records every input file's
+    sha256, so that a regeneration can be checked to use the same inputs.
     """
     output = Path(output)
     if output.suffix != ".json":
         raise ValueError(f"the revision file must end in .json, got {output.name}")
+    inputs = _input_paths(pool, selection_frequencies, blacklist=blacklist, near_duplicates=near_duplicates,
+                          near_duplicate_overrides=near_duplicate_overrides, near_duplicate_review=near_duplicate_review,
+                          starting_from=starting_from)
+    revision_path, report_path, decisions_path = output_paths(output)
+    outputs = [decisions_path, report_path, revision_path]  # the revision, which names the others, last
+    for path in outputs:
+        check_output_file(path, "sample", inputs=inputs.values())
     loaded = load_pool(pool, ("candidates", "originals"))
-    sf_path = Path(selection_frequencies) if selection_frequencies is not None else Path(pool) / SELECTION_FREQUENCIES_NAME
+    sf_path = inputs["selection_frequencies"]
     if not sf_path.is_file():
         raise FileNotFoundError(f"{sf_path} does not exist; run `python -m pipeline selection-frequency {pool}` first")
-    inputs = {"pool_candidates": Path(pool) / "candidates.parquet", "pool_originals": Path(pool) / "originals.parquet", "selection_frequencies": sf_path}
-    for name, path in (("blacklist", blacklist), ("near_duplicates", near_duplicates), ("near_duplicate_overrides", near_duplicate_overrides),
-                       ("near_duplicate_review", near_duplicate_review), ("starting_from", starting_from)):
-        if path is not None:
-            inputs[name] = Path(path)
-    previous = load_revision(starting_from) if starting_from is not None else None
     result = sample_revision(
         loaded,
         read_table(sf_path, "selection_frequencies"),
         config,
         output_filename=output.name,
-        blacklist=read_id_list(blacklist) if blacklist is not None else (),
+        blacklist=read_blacklist(blacklist) if blacklist is not None else (),
         near_duplicates=read_near_duplicates(near_duplicates) if near_duplicates is not None else None,
         near_duplicate_overrides=read_id_list(near_duplicate_overrides) if near_duplicate_overrides is not None else (),
         near_duplicate_review=read_review(near_duplicate_review) if near_duplicate_review is not None else None,
-        previous=previous,
+        previous=load_revision(starting_from) if starting_from is not None else None,
         time_string=time_string,
         username=username,
     )
     result.report["inputs"] = {name: {"file": p.name, "sha256": file_digest(p).sha256} for name, p in inputs.items() if p.is_file()}
-    revision_path, report_path, decisions_path = output_paths(output)
-    write_table(result.decisions, decisions_path)
-    atomic_write_text(report_path, json.dumps(result.report, indent=2) + "\n")
-    result.revision.save(revision_path)
+    with owned_files(outputs, "sample", inputs=inputs.values()) as (decisions_tmp, report_tmp, revision_tmp):
+        write_table(result.decisions, decisions_tmp)
+        report_tmp.write_text(json.dumps(result.report, indent=2) + "\n", encoding="utf-8")
+        revision_tmp.write_text(result.revision.dumps(), encoding="utf-8")
     logger.info(
         "%s: %d images, valid=%s, exclusions %s, %d upward",
         revision_path.name, result.report["images"], result.report["is_valid"], result.report["exclusions"], result.report["upward_sampled"],
     )
     return result
+
+
+def _input_paths(pool: PathLike, selection_frequencies: Optional[PathLike], **optional: Optional[PathLike]) -> dict[str, Path]:
+    """The input files of a run by name (the pool's tables, the selection frequencies, the given review files)."""
+    sf_path = Path(selection_frequencies) if selection_frequencies is not None else Path(pool) / SELECTION_FREQUENCIES_NAME
+    inputs = {"pool_candidates": Path(pool) / "candidates.parquet", "pool_originals": Path(pool) / "originals.parquet", "selection_frequencies": sf_path}
+    inputs |= {name: Path(path) for name, path in optional.items() if path is not None}
+    return inputs

@@ -118,6 +118,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("decision", pa.string(), False, "selected, not_sampled, or the exclusion reason"),
         Column("carried_over", pa.bool_(), False, "selected because the previous revision held it"),
         Column("upward_to_bin", pa.int8(), True, "MatchedFrequency only: the lower bin whose slot it filled"),
+        Column("blacklist_reason", pa.string(), True, "blacklisted candidates: the reason the blacklist gives (null if none)"),
     ),
 }
 
