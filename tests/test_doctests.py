@@ -14,6 +14,13 @@ MODULES = [
     "imagenetv2.revisions",
     "imagenetv2",
     "pipeline.toys.synthetic",
+    "pipeline.rebuild.tasks",
+    "pipeline.rebuild.task_key",
+    "pipeline.rebuild.task_grid",
+    "pipeline.rebuild.task_page",
+    "pipeline.rebuild.task_upload",
+    "pipeline.rebuild.batch_results",
+    "pipeline.toys.annotators",
 ]
 
 

@@ -143,7 +143,7 @@ def _follow_up_grids(wnid, cands, positives, negatives, counts: Counter, config:
         grids += class_grids(wnid, short, positives, negatives, config.grid, reason=reason, fill=fill)
     annotated = [o for o in positives if counts[(o, wnid)] >= config.min_annotations]
     if len(annotated) < config.min_originals:
-        extra = [o for o in positives if o not in set(annotated)]
+        extra = sorted((o for o in positives if o not in set(annotated)), key=lambda o: (counts[(o, wnid)], o))
         reason = f"class has {len(annotated)} of {config.min_originals} annotated originals"
         if extra:
             grids += original_grids(wnid, extra[: config.min_originals - len(annotated)], cands, negatives, config.grid, reason=reason)
