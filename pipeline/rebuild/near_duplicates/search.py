@@ -1,0 +1,210 @@
+"""Exact top-k search under squared Euclidean distance, in chunks, with memory bounded by a budget.
+
+The queries and the references are lists of :class:`~.features.Segment` (rows of memory-mapped
+shards on disk). A block of queries and a chunk of references are read at a time, converted to
+float32 (minus ``center``, which leaves distances unchanged and keeps float32 sums accurate on
+pixel values), and searched exhaustively: with FAISS's exact ``knn`` on the CPU, or with torch on
+a GPU. Per-chunk results are merged into the running top-k exactly (FAISS's ``ResultHeap``), so
+the answer is the exact top-k whatever the chunking, and memory depends on the budget and the
+dimension only, never on the number of references. :func:`search_with_ray` splits the
+references into shards searched as Ray tasks and merges their top-k the same way.
+
+>>> import numpy as np, tempfile, pathlib
+>>> from .features import Segment
+>>> root = pathlib.Path(tempfile.mkdtemp())
+>>> np.save(root / "q.npy", np.array([[0, 0], [5, 5]], np.float32))
+>>> np.save(root / "r.npy", np.array([[1, 0], [4, 4], [9, 9]], np.float32))
+>>> D, I = search_top_k([Segment(str(root / "q.npy"))], [Segment(str(root / "r.npy"))], 2)
+>>> D.tolist(), I.tolist()
+([[1.0, 32.0], [2.0, 32.0]], [[0, 1], [1, 2]])
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterator, Optional, Sequence
+
+import numpy as np
+
+from .features import Segment
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MEMORY_MB = 1024
+
+
+def total_rows(segments: Sequence[Segment]) -> int:
+    return sum(len(s) for s in segments)
+
+
+def iter_chunks(segments: Sequence[Segment], rows: int) -> Iterator[tuple[int, np.ndarray]]:
+    """``(global start, rows as stored)`` over the concatenated segments, ``rows`` at a time."""
+    start, pending, pending_rows = 0, [], 0
+    for segment in segments:
+        n = len(segment)
+        at = 0
+        while at < n:
+            take = min(rows - pending_rows, n - at)
+            pending.append(segment.read(at, at + take))
+            pending_rows += take
+            at += take
+            if pending_rows == rows:
+                yield start, np.concatenate(pending) if len(pending) > 1 else pending[0]
+                start += pending_rows
+                pending, pending_rows = [], 0
+    if pending_rows:
+        yield start, np.concatenate(pending) if len(pending) > 1 else pending[0]
+
+
+def chunk_rows(dim: int, memory_bytes: int) -> tuple[int, int]:
+    """Query rows and reference rows per block for ``memory_bytes`` (a quarter and a half of it)."""
+    per_row = dim * 6  # the float32 copy plus the stored float16 rows it is made from
+    return max(1, memory_bytes // 4 // per_row), max(1, memory_bytes // 2 // per_row)
+
+
+def _as_float32(values: np.ndarray, center: float) -> np.ndarray:
+    out = values.astype(np.float32)
+    if center:
+        out -= np.float32(center)
+    return out
+
+
+def _knn_cpu(q: np.ndarray, r: np.ndarray, k: int):
+    import faiss
+
+    return faiss.knn(q, r, min(k, len(r)))
+
+
+def _knn_torch(q: np.ndarray, r: np.ndarray, k: int, device: str):
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # exact float32 products
+    qt, rt = torch.from_numpy(q).to(device), torch.from_numpy(r).to(device)
+    d = (qt * qt).sum(1, keepdim=True) + (rt * rt).sum(1)[None] - 2.0 * (qt @ rt.T)
+    d.clamp_(min=0)
+    values, index = torch.topk(d, min(k, len(r)), dim=1, largest=False)
+    return values.cpu().numpy(), index.cpu().numpy().astype(np.int64)
+
+
+def _merge(heap, D: np.ndarray, I: np.ndarray, offset: int, k: int, exclude: Optional[np.ndarray]) -> None:
+    I = I.astype(np.int64)
+    valid = I >= 0
+    I = np.where(valid, I + offset, -1)
+    D = np.where(valid, D, np.float32(np.inf)).astype(np.float32)
+    if exclude is not None:
+        own = I == exclude[:, None]
+        D = np.where(own, np.float32(np.inf), D)
+        I = np.where(own, -1, I)
+    if D.shape[1] < k:
+        D = np.pad(D, ((0, 0), (0, k - D.shape[1])), constant_values=np.inf)
+        I = np.pad(I, ((0, 0), (0, k - I.shape[1])), constant_values=-1)
+    heap.add_result(np.ascontiguousarray(D), np.ascontiguousarray(I))
+
+
+def search_top_k(
+    queries: Sequence[Segment],
+    references: Sequence[Segment],
+    k: int,
+    *,
+    exclude: Optional[np.ndarray] = None,
+    memory_bytes: int = DEFAULT_MEMORY_MB << 20,
+    center: float = 0.0,
+    device: str = "cpu",
+    reference_offset: int = 0,
+    progress=None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact ``k`` nearest references of every query: ``(squared distances, global indices)``.
+
+    ``exclude[q]`` is a global reference index that query ``q`` must not get (itself), or -1.
+    Indices are ``reference_offset`` plus the position in ``references``; -1 (distance inf)
+    pads rows when there are fewer than ``k`` references.
+    """
+    import faiss
+
+    if k < 1:
+        raise ValueError(f"--top-k must be at least 1, got {k}")
+    n_queries, n_refs = total_rows(queries), total_rows(references)
+    D_all = np.full((n_queries, k), np.inf, np.float32)
+    I_all = np.full((n_queries, k), -1, np.int64)
+    if n_queries == 0 or n_refs == 0:
+        return D_all, I_all
+    dim = int(np.load(queries[0].path, mmap_mode="r").shape[1])
+    q_rows, r_rows = chunk_rows(dim, memory_bytes)
+    bar = progress(total=-(-n_queries // q_rows) * -(-n_refs // r_rows), desc="search", unit="chunk") if progress else None
+    extra = 1 if exclude is not None else 0
+    for q_start, q_block in iter_chunks(queries, q_rows):
+        q = _as_float32(q_block, center)
+        own = None if exclude is None else exclude[q_start : q_start + len(q)]
+        heap = faiss.ResultHeap(len(q), k + extra)
+        for r_start, r_block in iter_chunks(references, r_rows):
+            r = _as_float32(r_block, center)
+            D, I = _knn_cpu(q, r, k + extra) if device == "cpu" else _knn_torch(q, r, k + extra, device)
+            _merge(heap, D, I, reference_offset + r_start, k + extra, own)
+            if bar is not None:
+                bar.update(1)
+        heap.finalize()
+        D_all[q_start : q_start + len(q)] = heap.D[:, :k]
+        I_all[q_start : q_start + len(q)] = heap.I[:, :k]
+    if bar is not None:
+        bar.close()
+    D_all[I_all < 0] = np.inf  # the heap pads with FLT_MAX and -1
+    return D_all, I_all
+
+
+def split_segments(segments: Sequence[Segment], parts: int) -> list[tuple[int, list[Segment]]]:
+    """``parts`` contiguous shards of the rows: ``(offset, segments)`` each."""
+    n = total_rows(segments)
+    bounds = np.linspace(0, n, max(1, min(parts, n)) + 1).astype(int)
+    shards = []
+    flat = [(s, len(s)) for s in segments]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        pieces, position = [], 0
+        for segment, rows in flat:
+            a, b = max(lo, position), min(hi, position + rows)
+            if a < b:
+                index = segment.rows if segment.rows is not None else np.arange(rows)
+                pieces.append(Segment(segment.path, index[a - position : b - position]))
+            position += rows
+        shards.append((int(lo), pieces))
+    return shards
+
+
+def search_with_ray(address: str, queries, references, k: int, *, shards: int = 0, **options) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`search_top_k` with the references split into shards searched as Ray tasks, merged exactly.
+
+    ``address`` is a Ray cluster address (``ray://host:10001``, ``auto``) or ``local`` for a
+    Ray instance started here. Every node must see the feature cache at the same path (a shared
+    file system). ``shards`` defaults to the cluster's CPU count.
+    """
+    import faiss
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        if address == "local":
+            ray.init(num_cpus=options.pop("num_cpus", None), include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
+    options.pop("num_cpus", None)
+    options.pop("progress", None)
+    try:
+        parts = shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        task = ray.remote(_shard_task)
+        pieces = split_segments(references, parts)
+        futures = [task.remote(queries, piece, k, offset, options) for offset, piece in pieces]
+        n_queries = total_rows(queries)
+        heap = faiss.ResultHeap(n_queries, k)
+        for D, I in ray.get(futures):
+            heap.add_result(np.ascontiguousarray(np.where(I >= 0, D, np.inf).astype(np.float32)), np.ascontiguousarray(I))
+        heap.finalize()
+        D, I = heap.D.copy(), heap.I.copy()
+        D[I < 0] = np.inf
+        logger.info("ray: %d reference shards merged", len(pieces))
+        return D, I
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _shard_task(queries, references, k, offset, options):
+    return search_top_k(queries, references, k, reference_offset=offset, **options)
