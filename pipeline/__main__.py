@@ -18,6 +18,7 @@ COMMANDS = {
     "tasks": "tasks",
     "ingest": "ingest",
     "selection-frequency": "selection_frequency",
+    "near-duplicates": "near_duplicates",
     "sample": "sample",
     "review": "review",
     "build-set": "build_set",
