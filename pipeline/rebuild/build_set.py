@@ -12,8 +12,9 @@ rebuilt revision and the new archive's checksum in place of the pinned ones. Out
                                                 revisions/<config>.json (+ .report.json)
     <output>/build-set.json                     configs, revisions, archive checksums
 
-The whole output folder is written atomically; re-running replaces it (only if it is a
-build-set output).
+The whole output folder is written atomically and marked (:mod:`pipeline.core.ownership`);
+re-running replaces it only if build-set wrote it. Every revision's ``(candidate id, wnid)``
+pairs are checked against the pool first: the label of an image is the pool's.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence, Union
 
-from pipeline.core.atomic import atomic_directory, atomic_file
+from pipeline.core.atomic import atomic_file
 from pipeline.core.integrity import FileChecksum, file_digest
+from pipeline.core.ownership import check_output_dir, owned_directory
 from pipeline.rebuild.revision import Revision, load_revision
 
 logger = logging.getLogger(__name__)
@@ -167,9 +169,17 @@ def _fmt(value) -> str:
     return "–" if value is None else f"{value:.3f}"
 
 
-def _check_output(output: Path) -> None:
-    if output.exists() and (not output.is_dir() or (any(output.iterdir()) and not (output / MANIFEST).is_file())):
-        raise ValueError(f"refusing to replace {output}: it exists and is not a build-set output (no {MANIFEST}); choose another --output")
+def check_pairs(revision: Revision, source: PathLike, wnid_of: Mapping[str, str]) -> None:
+    """Every ``(candidate id, wnid)`` pair of ``revision`` must be the pool's: the label comes from the pool."""
+    for i, (cid, wnid) in enumerate(revision.image_filenames):
+        pool_wnid = wnid_of.get(cid)
+        if pool_wnid is None:
+            raise ValueError(f"revision {source}: image_filenames[{i}] {cid} is not a candidate of the pool; build from the pool it was sampled from")
+        if pool_wnid != wnid:
+            raise ValueError(
+                f"revision {source}: image_filenames[{i}] pairs candidate {cid} with {wnid}, but the pool has it under {pool_wnid}; "
+                f"the revision does not belong to this pool (or was edited): sample it again from this pool"
+            )
 
 
 def build_set(
@@ -181,14 +191,41 @@ def build_set(
 ) -> list[BuiltSet]:
     """Build the archives and the Hub-ready folder for ``revisions`` (one per rule) into ``output``."""
     import imagenetv2
-    from imagenetv2 import PACKAGE, get_variant
+    from imagenetv2 import PACKAGE
 
     from pipeline.core.export import build_configs, write_hub_folder
     from pipeline.rebuild.pool import load_pool
-    from pipeline.rebuild.revision import output_paths
 
     output = Path(output)
-    _check_output(output)
+    check_output_dir(output, "build-set", inputs=[pool, *revisions])
+    by_config = _revisions_by_config(revisions, allow_invalid)
+    configs = [c for c in imagenetv2.CONFIG_NAMES if c in by_config]
+    pool_tables = load_pool(pool, ("candidates", "images"))
+    wnid_of = dict(zip(*pool_tables.candidates.select(["candidate_id", "wnid"]).to_pydict().values()))
+    for path, revision in by_config.values():
+        check_pairs(revision, path, wnid_of)
+    images = pool_tables.image_bytes()
+    reports = {config: _report_of(path) for config, (path, _) in by_config.items()}
+
+    cache = Path(tempfile.mkdtemp(prefix="build-set-cache-"))
+    try:
+        with owned_directory(output, "build-set", inputs=[pool, *revisions]) as tmp:
+            archives = tmp / "archives"
+            built, builder_kwargs = _write_archives(archives, configs, by_config, images)
+            wanted = {cid for _, revision in by_config.values() for cid, _ in revision.image_filenames}
+            (archives / SEARCH_RECORDS).parent.mkdir(parents=True, exist_ok=True)
+            (archives / SEARCH_RECORDS).write_text(json.dumps(_search_records(pool_tables.candidates, wanted), indent=1), encoding="utf-8")
+            exports = build_configs(PACKAGE, configs, data_dir=str(archives), cache_dir=str(cache), builder_kwargs=builder_kwargs)
+            card_extra = dict(PACKAGE.card_extra()) | {"pretty_name": "ImageNetV2 (rebuilt)", "size_categories": [_size_category(max(b.images for b in built))]}
+            write_hub_folder(tmp / "hub", exports, rebuilt_card_body(built, reports), card_extra, extra_files=_revision_files(configs, by_config))
+            (tmp / MANIFEST).write_text(json.dumps(_manifest(built, by_config), indent=2) + "\n", encoding="utf-8")
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    logger.info("wrote %s: %s", output, ", ".join(f"{b.config} ({b.images} images)" for b in built))
+    return built
+
+
+def _revisions_by_config(revisions: Sequence[PathLike], allow_invalid: bool) -> dict[str, tuple[Path, Revision]]:
     loaded = [(Path(p), load_revision(p)) for p in revisions]
     if not loaded:
         raise ValueError("no revisions given; pass at least one revision file made by `python -m pipeline sample`")
@@ -203,55 +240,51 @@ def build_set(
                 f"or pass --allow-invalid to build it anyway"
             )
         by_config[config] = (path, revision)
-    configs = [c for c in imagenetv2.CONFIG_NAMES if c in by_config]
-    pool_tables = load_pool(pool, ("candidates", "images"))
-    images = pool_tables.image_bytes()
+    return by_config
 
-    reports = {}
-    for config, (path, _) in by_config.items():
+
+def _report_of(revision_path: Path) -> dict:
+    from pipeline.rebuild.revision import output_paths
+
+    report_path = output_paths(revision_path)[1]
+    return json.loads(report_path.read_text("utf-8")) if report_path.is_file() else {}
+
+
+def _write_archives(archives: Path, configs, by_config, images) -> tuple[list[BuiltSet], dict]:
+    from imagenetv2 import get_variant
+
+    built, builder_kwargs = [], {}
+    for config in configs:
+        path, revision = by_config[config]
+        variant = get_variant(config)
+        logger.info("writing %s (%d images) in the release layout", variant.archive.name, len(revision.image_filenames))
+        checksum = write_release_tar(revision, images, variant.top_folder, archives / variant.archive.name)
+        built.append(BuiltSet(config, revision.name, checksum, len(revision.image_filenames)))
+        builder_kwargs[config] = {"revision_file": str(path), "archive_checksum": checksum}
+    return built, builder_kwargs
+
+
+def _revision_files(configs, by_config) -> dict[str, bytes]:
+    from pipeline.rebuild.revision import output_paths
+
+    extra = {}
+    for config in configs:
+        path, _ = by_config[config]
+        extra[f"revisions/{config}.json"] = path.read_bytes()
         report_path = output_paths(path)[1]
-        reports[config] = json.loads(report_path.read_text("utf-8")) if report_path.is_file() else {}
+        if report_path.is_file():
+            extra[f"revisions/{config}.report.json"] = report_path.read_bytes()
+    return extra
 
-    cache = Path(tempfile.mkdtemp(prefix="build-set-cache-"))
-    try:
-        with atomic_directory(output) as tmp:
-            archives = tmp / "archives"
-            built, builder_kwargs = [], {}
-            wanted = set()
-            for config in configs:
-                path, revision = by_config[config]
-                variant = get_variant(config)
-                logger.info("writing %s (%d images) in the release layout", variant.archive.name, len(revision.image_filenames))
-                checksum = write_release_tar(revision, images, variant.top_folder, archives / variant.archive.name)
-                built.append(BuiltSet(config, revision.name, checksum, len(revision.image_filenames)))
-                builder_kwargs[config] = {"revision_file": str(path), "archive_checksum": checksum}
-                wanted.update(cid for cid, _ in revision.image_filenames)
-            records = _search_records(pool_tables.candidates, wanted)
-            (archives / SEARCH_RECORDS).parent.mkdir(parents=True, exist_ok=True)
-            (archives / SEARCH_RECORDS).write_text(json.dumps(records, indent=1), encoding="utf-8")
 
-            exports = build_configs(PACKAGE, configs, data_dir=str(archives), cache_dir=str(cache), builder_kwargs=builder_kwargs)
-            extra = {}
-            for config in configs:
-                path, _ = by_config[config]
-                extra[f"revisions/{config}.json"] = path.read_bytes()
-                report_path = output_paths(path)[1]
-                if report_path.is_file():
-                    extra[f"revisions/{config}.report.json"] = report_path.read_bytes()
-            card_extra = dict(PACKAGE.card_extra()) | {"pretty_name": "ImageNetV2 (rebuilt)", "size_categories": [_size_category(max(b.images for b in built))]}
-            write_hub_folder(tmp / "hub", exports, rebuilt_card_body(built, reports), card_extra, extra_files=extra)
-            manifest = {
-                "configs": {
-                    b.config: {"revision": b.revision, "revision_file": by_config[b.config][0].name, "images": b.images,
-                               "archive": {"name": b.archive.name, "size": b.archive.size, "sha256": b.archive.sha256}}
-                    for b in built
-                },
-            }
-            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    finally:
-        shutil.rmtree(cache, ignore_errors=True)
-    logger.info("wrote %s: %s", output, ", ".join(f"{b.config} ({b.images} images)" for b in built))
-    return built
+def _manifest(built: Sequence[BuiltSet], by_config) -> dict:
+    return {
+        "configs": {
+            b.config: {"revision": b.revision, "revision_file": by_config[b.config][0].name, "images": b.images,
+                       "archive": {"name": b.archive.name, "size": b.archive.size, "sha256": b.archive.sha256}}
+            for b in built
+        },
+    }
 
 
 def _size_category(n: int) -> str:
