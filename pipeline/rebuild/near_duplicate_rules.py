@@ -140,6 +140,34 @@ def _component_keeper(members, ids, wnids, sf, num_annotations, blacklisted, ove
     return int(max((m for m in members if wnids[m] == smallest), key=lambda m: (score[m], ids[m])))
 
 
+def review_table_from_status(status: pa.Table) -> pa.Table:
+    """The review table from ``near-duplicates``' ``review_status.parquet`` (one row per candidate and measure).
+
+    Each measure's column is the distance up to which the candidate's neighbours were reviewed
+    (``reviewed_up_to``). A measure the search did not run at all is ``inf`` for every candidate:
+    it was not checked, which the caller should say.
+
+    >>> status = pa.table({"candidate_id": ["a", "a"], "metric": ["l2", "dssim"], "reviewed_up_to": [2e8, 0.1]})
+    >>> review_table_from_status(status).to_pylist()
+    [{'candidate_id': 'a', 'l2': 200000000.0, 'fc7': inf, 'dssim': 0.1}]
+    """
+    ids = status.column("candidate_id").to_pylist()
+    metrics = status.column("metric").to_pylist()
+    up_to = status.column("reviewed_up_to").to_pylist()
+    unknown = sorted(set(metrics) - set(REVIEW_METRICS))
+    if unknown:
+        raise ValueError(f"review status names unknown measure(s) {', '.join(unknown)}; the measures are {', '.join(REVIEW_METRICS)}")
+    order = list(dict.fromkeys(ids))
+    columns = {m: dict.fromkeys(order, float("inf") if m not in metrics else None) for m in REVIEW_METRICS}
+    for cid, metric, value in zip(ids, metrics, up_to):
+        columns[metric][cid] = value
+    for metric in set(metrics):
+        lacking = [c for c, v in columns[metric].items() if v is None]
+        if lacking:
+            raise ValueError(f"review status has no {metric} row for candidate {lacking[0]} (and {len(lacking) - 1} more); re-run near-duplicates")
+    return pa.table({"candidate_id": pa.array(order, pa.string()), **{m: pa.array(list(columns[m].values()), pa.float64()) for m in REVIEW_METRICS}})
+
+
 def review_finished(
     candidate_ids: Sequence[str],
     review: Optional[pa.Table],

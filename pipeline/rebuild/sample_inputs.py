@@ -89,5 +89,14 @@ def read_near_duplicates(path: PathLike) -> pa.Table:
 
 
 def read_review(path: PathLike) -> pa.Table:
-    """The near-duplicate review table (how far each candidate's neighbours were reviewed)."""
+    """The near-duplicate review table (how far each candidate's neighbours were reviewed).
+
+    ``near-duplicates``' ``review_status.parquet`` (one row per candidate and measure) is read too.
+    """
+    import pyarrow.parquet as pq
+
+    from pipeline.rebuild.near_duplicate_rules import review_table_from_status
+
+    if Path(path).suffix.lower() == ".parquet" and Path(path).is_file() and "metric" in pq.read_schema(path).names:
+        return review_table_from_status(pq.read_table(path, columns=["candidate_id", "metric", "reviewed_up_to"]))
     return read_any(path, "near_duplicate_review")
