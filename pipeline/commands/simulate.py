@@ -20,10 +20,13 @@ def run(args: argparse.Namespace) -> int:
 
         from tqdm.auto import tqdm
 
+        from pipeline.core.ownership import check_output_file
         from pipeline.toys.simulate import format_table, simulate, write_json
 
         if args.seeds < 1:
             raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
+        if args.json:
+            check_output_file(args.json, "simulate")  # before the simulation, not after it
         start = time.perf_counter()
         table = simulate(range(args.seeds), progress=lambda seeds: tqdm(seeds, desc="seeds", leave=False))
         print(format_table(table))

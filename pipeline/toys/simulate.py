@@ -15,6 +15,8 @@ where every image's true selection frequency is known:
   together with the first 5,000 original images; 5,000 new images (2,500 per class) are
   sampled by each rule on the observed frequencies, through the same functions as ``sample``
   (:mod:`pipeline.rebuild.sampling_rules`; MatchedFrequency with upward sampling, bins 0.2/0.4/0.6/0.8).
+  The row ``MF-posterior`` is MatchedFrequency on posterior-mean selection frequencies
+  (:mod:`pipeline.rebuild.selection_prior`), the correction of ``sample --match-on posterior``.
 
 Per row and seed: mean observed and true selection frequency of the 5,000 annotated originals
 and of the 5,000 new images, accuracy on the 10,000 originals and on the new images, and the
@@ -34,6 +36,7 @@ from typing import Sequence, Union
 import numpy as np
 from scipy.special import ndtr
 
+from pipeline.rebuild.selection_prior import debiased_frequencies
 from pipeline.rebuild.sampling_rules import (
     STANDARD_BINS,
     CandidateArrays,
@@ -56,7 +59,10 @@ ANNOTATED_ORIGINALS = 5_000
 NEW_SET = 5_000
 CHUNK = 20_000
 SEEDS = tuple(range(10))
-ROWS = (("MatchedFrequency", 10), ("MatchedFrequency", 40), ("MatchedFrequency", 200), ("Threshold0.7", 10), ("TopImages", 10))
+ROWS = (("MatchedFrequency", 10), ("MatchedFrequency", 40), ("MatchedFrequency", 200), ("Threshold0.7", 10), ("TopImages", 10),
+        ("MF-posterior", 10))
+# MF-posterior: MatchedFrequency on posterior-mean selection frequencies (sample --match-on posterior)
+POSTERIOR_PRIOR = "mixture"
 JSON_KEYS = (
     "strategy", "annotators", "observed_sf_original", "observed_sf_new", "true_sf_original", "true_sf_new",
     "accuracy_original", "accuracy_new", "change_mean", "change_min", "change_max",
@@ -132,6 +138,10 @@ def sample_new_set(strategy: str, world: World, observed_originals: np.ndarray, 
     """Indices of the 5,000 pool images ``strategy`` chooses, by the functions ``sample`` uses."""
     per_class = NEW_SET // 2
     annotations = np.full(POOL, k)
+    if strategy == "MF-posterior":  # each group's observed counts shrunk toward its own fitted prior
+        observed_originals, observed_pool, _ = debiased_frequencies(
+            observed_originals, np.full(ANNOTATED_ORIGINALS, k), observed_pool, annotations, kind=POSTERIOR_PRIOR)
+        strategy = "MatchedFrequency"
     candidates = CandidateArrays(class_index=world.pool.label, selection_frequency=observed_pool, num_annotations=annotations)
     if strategy == "MatchedFrequency":
         annotated = world.originals.take(slice(0, ANNOTATED_ORIGINALS))
@@ -145,7 +155,7 @@ def sample_new_set(strategy: str, world: World, observed_originals: np.ndarray, 
     elif strategy == "TopImages":
         result = sample_top_images(candidates, 2, rng=rng, per_class=per_class, min_annotations=k)
     else:
-        raise ValueError(f"unknown strategy {strategy!r}; the strategies are MatchedFrequency, Threshold0.7, TopImages")
+        raise ValueError(f"unknown strategy {strategy!r}; the strategies are MatchedFrequency, MF-posterior, Threshold0.7, TopImages")
     if not result.is_valid:
         raise RuntimeError(f"{strategy} with k = {k} could not fill the new set: {'; '.join(result.problems)}")
     return result.selected
@@ -211,11 +221,18 @@ def format_table(table: list[dict]) -> str:
             f"{r['accuracy_original']:>5.1f} / {r['accuracy_new']:<5.1f}  "
             f"{r['change_mean']:>+5.1f} [{r['change_min']:+.1f}, {r['change_max']:+.1f}]".rjust(22)
         )
+    if any(r["strategy"] == "MF-posterior" for r in table):
+        lines.append(f"MF-posterior: MatchedFrequency on each image's posterior-mean selection frequency ({POSTERIOR_PRIOR} prior "
+                     "fitted by maximum likelihood to the originals and to the candidates separately; sample --match-on posterior)")
     return "\n".join(lines)
 
 
 def write_json(table: list[dict], path: PathLike) -> Path:
-    """The rows as a JSON list of objects with exactly the keys of :data:`JSON_KEYS`, atomically."""
-    from pipeline.core.atomic import atomic_write_text
+    """The rows as a JSON list of objects with exactly the keys of :data:`JSON_KEYS`, atomically and marked.
 
-    return atomic_write_text(path, json.dumps([{k: r[k] for k in JSON_KEYS} for r in table], indent=2) + "\n")
+    A file this project did not write, a folder or a read-only file at ``path`` is refused
+    (:func:`pipeline.core.ownership.check_output_file`; call it before simulating).
+    """
+    from pipeline.core.ownership import write_owned_text
+
+    return write_owned_text(path, json.dumps([{k: r[k] for k in JSON_KEYS} for r in table], indent=2) + "\n", "simulate")
