@@ -15,7 +15,10 @@ from typing import Optional, Sequence
 
 # command name -> module under pipeline.commands, in the order a rebuild runs
 COMMANDS = {
+    "search": "search",
+    "download": "download",
     "tasks": "tasks",
+    "annotate": "annotate",
     "ingest": "ingest",
     "selection-frequency": "selection_frequency",
     "near-duplicates": "near_duplicates",
