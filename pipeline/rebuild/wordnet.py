@@ -6,8 +6,8 @@ The database is a folder of ``data.noun``, ``index.noun`` … files, such as the
 this module serves the standard one from package data.
 
 For each synset: its lemmas (query words), gloss, a word of its parent class (as the original
-pipeline chose it: the parent's lemmas that also occur in the gloss, else the parent's first
-lemma), and the other classes of the list ranked by WordNet path similarity.
+pipeline chose it: a parent's lemma that also occurs in the gloss, else the first lemma of the
+first parent by name), and the other classes of the list ranked by WordNet path similarity.
 """
 
 from __future__ import annotations
@@ -90,10 +90,9 @@ class WordNet:
 
 def parent_word(synset) -> str:
     """A readable word of the synset's parent class, for the expansion queries (empty if none)."""
-    parents = synset.hypernyms() or synset.instance_hypernyms()
+    parents = sorted(synset.hypernyms() or synset.instance_hypernyms(), key=lambda s: s.name())  # nltk's order varies
     if not parents:
         return ""
-    names = parents[0].lemma_names()
     gloss_words = set(synset.definition().split())
-    in_gloss = [n for n in names if n in gloss_words]
-    return (in_gloss or names)[0].replace("_", " ")
+    in_gloss = [n for p in parents for n in p.lemma_names() if n in gloss_words]
+    return (in_gloss or parents[0].lemma_names())[0].replace("_", " ")
