@@ -18,6 +18,7 @@ COMMANDS = {
     "search": "search",
     "download": "download",
     "tasks": "tasks",
+    "mturk": "mturk",
     "annotate": "annotate",
     "ingest": "ingest",
     "selection-frequency": "selection_frequency",

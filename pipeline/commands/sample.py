@@ -19,6 +19,8 @@ OVERRIDES = {
     "min_annotations_val": "min_num_annotations_val",
     "min_val_images_per_class": "min_num_val_images_per_wnid",
     "upward_sampling": "allow_upward_sampling",
+    "match_on": "match_on",
+    "selection_prior": "selection_prior",
     "min_annotations": "min_num_annotations",
     "threshold": "selection_frequency_threshold",
     "wnid_thresholds": "wnid_thresholds",
@@ -68,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mf.add_argument("--min-annotations-val", type=int, metavar="N", help="annotations an original needs to count in its class's histogram (default 10)")
     mf.add_argument("--min-val-images-per-class", type=int, metavar="N", help="originals a class needs for a histogram (default 20)")
     mf.add_argument("--no-upward-sampling", dest="upward_sampling", action="store_const", const=False, help="a short bin makes the revision invalid instead of being filled from higher bins")
+    mf.add_argument("--match-on", choices=["observed", "posterior"], help="bin observed selection frequencies (default, as released) or each image's "
+                    "posterior mean under a prior fitted to the originals and to the candidates separately (docs/report.md)")
+    mf.add_argument("--selection-prior", choices=["mixture", "beta-binomial"], help="the prior of --match-on posterior (default mixture)")
     other = parser.add_argument_group("threshold-0.7 and top-images")
     other.add_argument("--min-annotations", type=int, metavar="N", help="default 10")
     other.add_argument("--threshold", type=float, metavar="X", help="selection-frequency threshold (default 0.7)")

@@ -17,7 +17,9 @@ top-images            sample_best               min_num_annotations
 and all have ``target_size``, ``near_duplicate_review_targets``, ``time_string``, ``username``,
 ``seed``, ``image_filenames`` (``[candidate id, wnid]`` pairs), ``is_valid``, ``starting_from``
 (the previous revision's file name, when chained) and ``output_filename``. A revision sampled
-for a subset of the classes adds ``wnids`` (ours; the released ones cover all 1000).
+for a subset of the classes adds ``wnids`` (ours; the released ones cover all 1000); a
+matched-frequency revision matched on estimated true selection frequencies adds ``match_on``
+(``posterior``) and ``selection_prior`` (ours; :mod:`pipeline.rebuild.selection_prior`).
 The configuration in a revision file is everything needed, with the same inputs, to sample it
 again bit for bit (:func:`sampling_config`; ``python -m pipeline sample --config-from``).
 """
@@ -54,7 +56,7 @@ KEY_ORDER = {
         "sampling_function", "target_size", "histogram_bins", "min_num_annotations_candidates",
         "min_num_annotations_val", "min_num_val_images_per_wnid", "near_duplicate_review_targets",
         "time_string", "username", "seed", "image_filenames", "is_valid", "allow_upward_sampling",
-        "starting_from", "wnids", "output_filename",
+        "starting_from", "wnids", "match_on", "selection_prior", "output_filename",
     ),
     "sample_above_threshold": (
         "sampling_function", "target_size", "selection_frequency_threshold", "min_num_annotations",
@@ -67,7 +69,7 @@ KEY_ORDER = {
         "output_filename",
     ),
 }
-OPTIONAL_KEYS = {"starting_from", "wnid_thresholds", "wnids"}
+OPTIONAL_KEYS = {"starting_from", "wnid_thresholds", "wnids", "match_on", "selection_prior"}
 COUNT_FIELDS = ("min_num_annotations_candidates", "min_num_annotations_val", "min_num_val_images_per_wnid", "min_num_annotations")
 
 
@@ -89,6 +91,9 @@ class SamplingConfig:
     min_num_annotations_val: int = 10
     min_num_val_images_per_wnid: int = 20
     allow_upward_sampling: bool = True
+    # "observed", or "posterior": bin each image's posterior-mean selection frequency (ours; pipeline.rebuild.selection_prior)
+    match_on: str = "observed"
+    selection_prior: str = "mixture"  # with match_on="posterior": "mixture" or "beta-binomial"
     # threshold-0.7 and top-images
     min_num_annotations: int = 10
     selection_frequency_threshold: float = 0.7
@@ -101,6 +106,12 @@ class SamplingConfig:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         if not isinstance(self.per_class, int) or self.per_class < 1:
             raise ValueError(f"per_class must be a positive integer, got {self.per_class!r}")
+        from pipeline.rebuild.selection_prior import MATCH_ON, PRIORS
+
+        if self.match_on not in MATCH_ON or self.selection_prior not in PRIORS:
+            raise ValueError(f"match_on {self.match_on!r} / selection_prior {self.selection_prior!r}: allowed are {MATCH_ON} / {PRIORS}")
+        if self.match_on != "observed" and self.rule != "matched-frequency":
+            raise ValueError(f"match_on {self.match_on!r} applies to the matched-frequency rule only, not {self.rule}")
         self._check_counts_and_ranges()
         from imagenetv2.classes import wnid_to_index
 
@@ -155,6 +166,8 @@ class SamplingConfig:
                 "min_num_val_images_per_wnid": self.min_num_val_images_per_wnid,
                 "allow_upward_sampling": self.allow_upward_sampling,
             }
+            if self.match_on != "observed":  # recorded only when set, so released revisions keep their keys
+                keys |= {"match_on": self.match_on, "selection_prior": self.selection_prior}
         elif self.rule == "threshold-0.7":
             keys |= {
                 "selection_frequency_threshold": self.selection_frequency_threshold,
@@ -236,6 +249,8 @@ def sampling_config(data: Mapping, source: str = "revision") -> SamplingConfig:
             min_num_annotations_val=data["min_num_annotations_val"],
             min_num_val_images_per_wnid=data["min_num_val_images_per_wnid"],
             allow_upward_sampling=bool(data.get("allow_upward_sampling", False)),
+            match_on=data.get("match_on", "observed"),
+            selection_prior=data.get("selection_prior", "mixture"),
         )
     if rule == "threshold-0.7":
         return SamplingConfig(

@@ -149,7 +149,10 @@ def sample_revision(
     )
     rng = np.random.default_rng(config.seed)
     originals = _originals(pool, selection_frequencies, class_wnids)
-    result = _run_rule(config, arrays, originals, rng, class_wnids)
+    from pipeline.rebuild.selection_prior import posterior_inputs  # --match-on posterior: bin estimated true frequencies
+
+    rule_arrays, rule_originals, prior = posterior_inputs(config, arrays, originals)
+    result = _run_rule(config, rule_arrays, rule_originals, rng, class_wnids)
 
     kept_ids = np.asarray(ids, dtype=object)[keep]
     image_filenames = tuple((str(kept_ids[i]), str(class_wnids[arrays.class_index[i]])) for i in result.selected)
@@ -164,6 +167,8 @@ def sample_revision(
     )
     decisions = _decisions(kept_ids, class_wnids, arrays, result, blacklist if isinstance(blacklist, Mapping) else {})
     report = _report(revision, result, arrays, originals, class_wnids, near_duplicate, near_duplicates, near_duplicate_review, previous)
+    if prior is not None:
+        report["selection_prior"] = prior
     return SampleOutput(revision, report, decisions)
 
 
