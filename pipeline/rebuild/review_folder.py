@@ -23,7 +23,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -84,13 +84,13 @@ class ReviewFolder:
         files = {"review_blacklist": self.root / BLACKLIST, "review_near_duplicates": self.root / NEAR_DUPLICATES}
         return {name: path for name, path in files.items() if path.is_file()}
 
-    def merged(self, blacklist: Sequence[str], pairs):
-        """``blacklist`` ids and a ``near_duplicates`` table (or None) with the review's added."""
+    def merged(self, blacklist: Mapping[str, Optional[str]], pairs):
+        """A blacklist {id: reason} and a ``near_duplicates`` table (or None), with the review's added."""
         import pyarrow as pa
 
         from pipeline.rebuild.tables import from_rows
 
-        ids = sorted(set(blacklist) | set(self.blacklist))
+        ids = {**dict(blacklist), **self.blacklist}
         rows = self.pair_rows()
         if not rows:
             return ids, pairs

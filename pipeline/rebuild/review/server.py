@@ -183,6 +183,7 @@ def create_app(session: Session) -> Starlette:
     app = ReviewApp(session)
     routes = [
         Route("/", lambda request: RedirectResponse("/class", status_code=303)),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),
         Route("/class", _page("class.html")),
         Route("/near-duplicates", _page("near_duplicates.html")),
         Route("/api/session", _guarded(app.session_info)),

@@ -9,6 +9,10 @@ const SHORT = {
   not_representative: "not representative", drawing: "drawing / render", different_distribution: "different distribution",
   unclear: "unclear / blurry", wrong_class: "wrong class", near_duplicate: "near-duplicate",
 };
+const CHIP = {
+  not_representative: "not repr.", drawing: "drawing", different_distribution: "distrib.",
+  unclear: "unclear", wrong_class: "wrong", near_duplicate: "dup.",
+};
 const FILTERS = ["all", "unreviewed", "marked", "problematic"];
 const S = {session: null, reasons: [], classes: [], data: null, selected: 0, filter: "all"};
 
@@ -81,7 +85,7 @@ function card(image, i) {
   const reasons = S.reasons.map((r) => el("button", {
     class: `reason${image.mark && image.mark.reason === r.key ? " on" : ""}`, title: r.label,
     "data-reason": r.key, onclick: (e) => { e.stopPropagation(); select(i); toggleReason(i, r.key); },
-  }, SHORT[r.key], kbd(REASON_KEYS[r.key])));
+  }, CHIP[r.key]));
   const note = el("input", {class: "note", placeholder: "note (m)", value: image.mark ? image.mark.note : "",
     onchange: (e) => saveNote(i, e.target.value), onclick: (e) => e.stopPropagation()});
   return el("article", {
@@ -113,7 +117,7 @@ function render() {
   document.getElementById("originals").replaceChildren(...d.originals.map((o) => el("figure", {class: "original"},
     o.available ? el("img", {src: imageUrl("original", o.id), alt: o.id, title: o.id, loading: "lazy"})
       : el("div", {class: "missing", text: "no image: pass --originals"}),
-    el("figcaption", {text: o.id.replace(/\.JPEG$/i, "")})))));
+    el("figcaption", {title: o.id, text: o.id.replace(/\.JPEG$/i, "").replace(/^ILSVRC2012_/, "")}))));
   document.getElementById("jump").value = "";
 }
 
@@ -208,6 +212,9 @@ async function main() {
   document.getElementById("revision").textContent = `${S.session.revision} (${S.session.rule})`;
   if (!S.session.near_duplicates) document.getElementById("nd-link").classList.add("disabled");
   document.getElementById("class-list").replaceChildren(...S.classes.map((c) => el("option", {value: c.wnid, text: c.name})));
+  document.getElementById("legend").replaceChildren(el("span", {class: "muted", text: "mark the selected image:"}),
+    ...S.reasons.map((r) => el("span", {class: "legend-item", title: r.label}, kbd(REASON_KEYS[r.key]), ` ${SHORT[r.key]}`)),
+    el("span", {class: "legend-item"}, kbd("x"), " clear"), el("span", {class: "legend-item"}, kbd("m"), " note"));
   document.getElementById("shortcuts").replaceChildren(...SHORTCUTS.map(([k, v]) => [el("dt", {}, kbd(k)), el("dd", {text: v})]).flat());
   const filter = document.getElementById("filter");
   filter.value = localStorage.getItem("pipeline-review-filter") || "all";
