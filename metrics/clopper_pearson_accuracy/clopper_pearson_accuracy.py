@@ -59,6 +59,28 @@ def _check_int(value, name, minimum):
     return int(value)
 
 
+def _available_memory():
+    """Bytes of memory free for this process (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _check_n_bootstrap(n_bootstrap):
+    """``n_bootstrap`` checked, and refused before allocating when its arrays cannot fit in memory."""
+    n_bootstrap = _check_int(n_bootstrap, "n_bootstrap", 0)
+    needed = 32 * n_bootstrap  # slopes and intercepts (8 bytes each), and the percentiles' copies
+    available = _available_memory()
+    if available is not None and needed > available:
+        raise ValueError(
+            f"n_bootstrap={n_bootstrap:,} would need about {needed / 2**30:,.1f} GiB of memory (32 bytes "
+            f"per resample: its slope and intercept, and their copies for the percentiles), more than the "
+            f"{available / 2**30:,.1f} GiB available; pass a smaller n_bootstrap (the paper uses 100,000)"
+        )
+    return n_bootstrap
+
+
 def _check_scale(scale):
     if not isinstance(scale, str) or scale not in SCALES:
         raise ValueError(f"scale must be one of {', '.join(map(repr, SCALES))}; got {scale!r}")
@@ -102,6 +124,7 @@ def _number_array(values, name, what, ranked=False):
     if (
         ranked
         and array.dtype.kind == "O"
+        and array.ndim == 1
         and any(hasattr(row, "__len__") and not isinstance(row, (str, bytes)) for row in values)
     ):
         _ragged_error(values, name)  # some numpy versions build object arrays from ragged lists
@@ -140,6 +163,14 @@ def _labels(values, name, allow_ranked):
                 f"{name} contain the non-integer label {array[index].item()!r} at index "
                 f"{_position(index)}; labels must be {what}"
             )
+    too_large = array >= 2.0**63 if array.dtype.kind == "f" else array > np.iinfo(np.int64).max
+    if too_large.any():
+        index = tuple(np.argwhere(too_large)[0])
+        value = np.asarray(values, dtype=object)[index]
+        raise ValueError(
+            f"{name} contain the label {value!r} at index {_position(index)}, which is out of range: "
+            f"labels are class ids that fit in int64 (at most {np.iinfo(np.int64).max})"
+        )
     negative = array < 0
     if negative.any():
         index = tuple(np.argwhere(negative)[0])
@@ -150,6 +181,7 @@ def _labels(values, name, allow_ranked):
     if array.ndim == 2 and allow_ranked:
         if array.shape[1] == 0 and array.shape[0] > 0:
             raise ValueError(f"{name} are empty ranked lists; each ranked list needs k >= 1 ids")
+        _check_distinct(array, name)
     elif array.ndim != 1:
         allowed = (
             "one class id or one ranked list per example"
@@ -158,6 +190,19 @@ def _labels(values, name, allow_ranked):
         )
         raise ValueError(f"{name} must hold {allowed}; got an array of shape {array.shape}")
     return array.astype(np.int64)
+
+
+def _check_distinct(ranked, name):
+    """Refuse a ranked list that names a class twice (top-k would count it k times over)."""
+    ordered = np.sort(ranked, axis=1)
+    repeated = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
+    if repeated.any():
+        row = int(np.flatnonzero(repeated)[0])
+        label = ordered[row, 1:][ordered[row, 1:] == ordered[row, :-1]][0].item()
+        raise ValueError(
+            f"{name}[{row}] repeats the label {label!r} ({ranked[row].tolist()!r}); a ranked top-k "
+            f"list names k different classes, best first"
+        )
 
 
 def _predictions_and_references(predictions, references):
@@ -410,7 +455,7 @@ def linear_fit(
     """
     scale = _check_scale(scale)
     confidence_level = _check_confidence_level(confidence_level)
-    n_bootstrap = _check_int(n_bootstrap, "n_bootstrap", 0)
+    n_bootstrap = _check_n_bootstrap(n_bootstrap)
     seed = _check_int(seed, "seed", 0)
     original = _accuracies(original_accuracy, "original_accuracy")
     new = _accuracies(new_accuracy, "new_accuracy")
@@ -637,9 +682,10 @@ class ClopperPearsonAccuracy(evaluate.Metric):
             _check_confidence_level(kwargs["confidence_level"])
         if "scale" in kwargs:
             _check_scale(kwargs["scale"])
-        for name, minimum in (("n_bootstrap", 0), ("seed", 0)):
-            if name in kwargs:
-                _check_int(kwargs[name], name, minimum)
+        if "n_bootstrap" in kwargs:
+            _check_n_bootstrap(kwargs["n_bootstrap"])
+        if "seed" in kwargs:
+            _check_int(kwargs["seed"], "seed", 0)
         given = [predictions, references] + [kwargs.get(name) for name in inputs]
         if self.writer is None and all(value is None for value in given):
             raise ValueError("empty input: nothing to compute; pass inputs or call add_batch first")
