@@ -124,6 +124,6 @@ def _neighbours(per_class: dict, duplicate: str, duplicate_of: str) -> pa.Table:
         (a[0], "fc7"): [(a[3], "candidates", 12100.0), (a[4], "candidates", 14500.0)],
     }
     for (candidate, metric), neighbours in listing.items():
-        for rank, (ref, source, distance) in enumerate(neighbours):
+        for rank, (ref, source, distance) in enumerate(neighbours, start=1):
             rows.append({"candidate_id": candidate, "metric": metric, "rank": rank, "reference_id": ref, "reference_source": source, "distance": distance})
     return pa.Table.from_pylist(rows)

@@ -165,10 +165,9 @@ def test_review_in_browser_then_sample_replaces_the_rejected_images(server, brow
     assert read("class_state.json") == {WNIDS[0]: {"reviewed": True, "problematic": False},
                                         WNIDS[1]: {"reviewed": False, "problematic": False}, WNIDS[2]: {"reviewed": False, "problematic": False}}
     assert read("near_duplicates.json") == {world.duplicate: [world.duplicate_of]}
-    pairs = read("reviewed_pairs.json")
-    assert {m: (e["references"], e["reviewer"]) for m, e in pairs[world.duplicate].items()} == {
-        "l2": ([world.duplicate_of], "Ada Reviewer"), "fc7": ([world.duplicate_of], "Ada Reviewer")}
-    assert list(pairs) == [world.duplicate]
+    pairs = [json.loads(line) for line in (review / "reviewed_pairs.jsonl").read_text().splitlines()]
+    assert [(p["candidate_id"], p["metric"], p["reference_id"], p["reference_source"], p["decision"], p["reviewer"]) for p in pairs] == [
+        (world.duplicate, "l2", world.duplicate_of, "validation", "near_duplicate", "Ada Reviewer")]
 
     # sample --review: a revision without the three images, with replacements from the pool
     output = tmp_path / "revisions" / "rev-1.json"

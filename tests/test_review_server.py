@@ -123,21 +123,30 @@ def test_near_duplicate_endpoints(world, tmp_path):
         (world.duplicate_of, True, True), (world.candidates[WNIDS[1]][5], True, True)]
     assert detail["status"] == {"fc7": {"sufficient": False, "unreviewed_below_threshold": 1}, "l2": {"sufficient": False, "unreviewed_below_threshold": 2}}
 
-    def pair(reference, decision):
-        return client.post("/api/pair", json={"candidate_id": world.duplicate, "reference_id": reference, "decision": decision, "reviewer": WHO})
+    def pair(reference, decision, metric="l2"):
+        body = {"candidate_id": world.duplicate, "reference_id": reference, "metric": metric, "decision": decision, "reviewer": WHO}
+        return client.post("/api/pair", json=body)
+
+    def lines():
+        text = (tmp_path / "R" / "reviewed_pairs.jsonl").read_text()
+        return [(r["candidate_id"], r["metric"], r["reference_id"], r["reference_source"], r["decision"], r["reviewer"]) for r in map(json.loads, text.splitlines())]
 
     assert pair(world.duplicate_of, "confirm").json()["decisions"] == {world.duplicate_of: "confirmed"}
     other = world.candidates[WNIDS[1]][5]
     assert pair(other, "reject").json()["decisions"] == {world.duplicate_of: "confirmed", other: "rejected"}
     folder = tmp_path / "R"
     assert _read(folder, "near_duplicates.json") == {world.duplicate: [world.duplicate_of]}
-    reviewed = _read(folder, "reviewed_pairs.json")[world.duplicate]
-    assert sorted(reviewed["l2"]["references"]) == sorted([world.duplicate_of, other]) and reviewed["fc7"]["references"] == [world.duplicate_of, other]
-    status = client.get("/api/near-duplicates").json()["candidates"][0]
+    assert lines() == [(world.duplicate, "l2", world.duplicate_of, "validation", "near_duplicate", WHO),
+                       (world.duplicate, "l2", other, "candidates", "distinct", WHO)]
+    status = client.get("/api/near-duplicates").json()["candidates"][0]  # a reviewed pair counts for every measure
     assert status["candidate_id"] == world.duplicate and status["sufficient"] is True
+    pair(other, "confirm", metric="fc7")  # a changed mind: one line per pair, the last decision
+    assert lines() == [(world.duplicate, "l2", world.duplicate_of, "validation", "near_duplicate", WHO),
+                       (world.duplicate, "fc7", other, "candidates", "near_duplicate", WHO)]
     pair(world.duplicate_of, "undo")
-    assert _read(folder, "near_duplicates.json") == {}
-    assert world.duplicate_of not in _read(folder, "reviewed_pairs.json")[world.duplicate]["l2"]["references"]
+    pair(other, "undo")
+    assert _read(folder, "near_duplicates.json") == {} and lines() == []
+    assert client.get("/api/near-duplicates").json()["candidates"][0]["sufficient"] is False
     assert pair("ILSVRC2012_val_00000001.JPEG", "confirm").status_code == 404  # not one of its neighbours
     assert pair(other, "maybe").status_code == 400
     assert client.get(f"/api/near-duplicates/{world.candidates[WNIDS[2]][0]}").status_code == 404

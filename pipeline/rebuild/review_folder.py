@@ -5,9 +5,9 @@ The review app (``python -m pipeline review``) writes, each file atomically as i
     blacklist.json        {candidate_id: reason}: the original pipeline's blacklist format
     marks.json            {candidate_id: {"reason", "note", "wnid", "reviewer", "date"}}: who, when, why
     near_duplicates.json  {candidate_id: [reference ids]}: confirmed pairs, the original's format
-    reviewed_pairs.json   {candidate_id: {metric: {"reviewer", "date", "references": [...]}}}:
-                          every pair a person looked at, confirmed or rejected (the original's
-                          near-duplicate reviews; ``near-duplicates --reviews`` reads it)
+    reviewed_pairs.jsonl  one line per pair a person looked at: candidate_id, metric, reference_id,
+                          reference_source, reviewer, date, decision (near_duplicate or distinct);
+                          the format ``near-duplicates --reviews`` reads (docs/near_duplicates.md)
     class_state.json      {wnid: {"reviewed": bool, "problematic": bool}}: the original's format
     class_log.json        {wnid: {"reviewer", "date"}}: who changed a class's state last
     reviewed_images.json  {candidate_id: {"reviewer", "date"}}: images seen when their class was marked reviewed
@@ -30,7 +30,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 BLACKLIST = "blacklist.json"
 MARKS = "marks.json"
 NEAR_DUPLICATES = "near_duplicates.json"
-REVIEWED_PAIRS = "reviewed_pairs.json"
+REVIEWED_PAIRS = "reviewed_pairs.jsonl"
 CLASS_STATE = "class_state.json"
 CLASS_LOG = "class_log.json"
 REVIEWED_IMAGES = "reviewed_images.json"
@@ -60,6 +60,38 @@ def read_json_object(path: Path, what: str) -> dict:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object ({what}), got {type(data).__name__}")
     return data
+
+
+def read_json_lines(path: Path, what: str) -> list:
+    """The objects of a JSON Lines file ([] when the file is absent); a clear error naming a bad line."""
+    if not path.is_file():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} line {number}: not valid JSON ({e.msg}); each line should hold {what}") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path} line {number}: expected a JSON object ({what})")
+        rows.append(row)
+    return rows
+
+
+def read_state_file(path: Path):
+    """A state file's contents: a list for the JSON Lines file, an object for the others."""
+    if path.name == REVIEWED_PAIRS:
+        return read_json_lines(path, "a reviewed pair")
+    return read_json_object(path, path.name)
+
+
+def dumps_state(name: str, data) -> str:
+    """A state file's text: one sorted JSON object, or one JSON object per line."""
+    if name == REVIEWED_PAIRS:
+        return "".join(json.dumps(row, sort_keys=True) + "\n" for row in data)
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
 @dataclass(frozen=True)

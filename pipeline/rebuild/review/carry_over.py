@@ -26,6 +26,7 @@ from pipeline.rebuild.review_folder import (
     REVIEWED_IMAGES,
     REVIEWED_PAIRS,
     REVISION,
+    read_json_lines,
     read_json_object,
 )
 
@@ -66,7 +67,7 @@ def carried_state(previous: Path, images_of_class: Mapping[str, Sequence[str]]) 
         BLACKLIST: read_json_object(previous / BLACKLIST, "{candidate_id: reason}"),
         MARKS: read_json_object(previous / MARKS, "{candidate_id: mark}"),
         NEAR_DUPLICATES: read_json_object(previous / NEAR_DUPLICATES, "{candidate_id: [reference ids]}"),
-        REVIEWED_PAIRS: read_json_object(previous / REVIEWED_PAIRS, "{candidate_id: {metric: review}}"),
+        REVIEWED_PAIRS: read_json_lines(previous / REVIEWED_PAIRS, "a reviewed pair"),
         CLASS_STATE: states,
         CLASS_LOG: log,
         REVIEWED_IMAGES: {cid: stamp for cid, stamp in seen.items() if cid in current},

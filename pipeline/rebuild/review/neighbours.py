@@ -49,16 +49,24 @@ class Neighbours:
             out.extend(n for n in neighbours if threshold is not None and n.distance <= threshold)
         return out
 
-    def metrics_of_pair(self, candidate_id: str, reference_id: str) -> list[str]:
-        return sorted(m for m, ns in self.by_candidate.get(candidate_id, {}).items() if any(n.reference_id == reference_id for n in ns))
+    def neighbour(self, candidate_id: str, reference_id: str, metric: str) -> Optional[Neighbour]:
+        """The listed neighbour ``reference_id`` of ``candidate_id`` on ``metric`` (any metric when ``metric`` lists it not)."""
+        per_metric = self.by_candidate.get(candidate_id, {})
+        for m in [metric, *sorted(per_metric)]:
+            for n in per_metric.get(m, ()):
+                if n.reference_id == reference_id:
+                    return n
+        return None
 
-    def status(self, candidate_id: str, reviewed: Mapping[str, Mapping]) -> dict:
-        """Per measure: sufficiently reviewed?, and how many neighbours under the threshold are still unreviewed."""
-        seen = reviewed.get(candidate_id, {})
+    def status(self, candidate_id: str, reviewed: set) -> dict:
+        """Per measure: sufficiently reviewed?, and how many neighbours under the threshold are still unreviewed.
+
+        ``reviewed`` holds the references of the candidate's reviewed pairs; a reviewed pair
+        counts for every measure.
+        """
         status = {}
         for metric in self.metrics(candidate_id):
-            done = set(seen.get(metric, {}).get("references", ()))
-            pending = [n for n in self.below_threshold(candidate_id) if n.metric == metric and n.reference_id not in done]
+            pending = [n for n in self.below_threshold(candidate_id) if n.metric == metric and n.reference_id not in reviewed]
             status[metric] = {"sufficient": not pending, "unreviewed_below_threshold": len(pending)}
         return status
 

@@ -9,7 +9,7 @@ JSON API, one small update per click::
     POST /api/class-state             {wnid, reviewed?, problematic?, reviewer}
     GET  /api/near-duplicates         the candidates to review, with their status per measure
     GET  /api/near-duplicates/{id}    one candidate's neighbours per measure, with the decisions so far
-    POST /api/pair                    {candidate_id, reference_id, decision: confirm|reject|undo, reviewer}
+    POST /api/pair                    {candidate_id, reference_id, metric, decision: confirm|reject|undo, reviewer}
     GET  /image/{kind}/{id}           an image by id: kind is candidate, original or reference
 
 Images are looked up by id in the session's :class:`~pipeline.rebuild.review.images.ImageStore`;
@@ -114,11 +114,11 @@ class ReviewApp:
 
     def near_duplicate_list(self, request: Request) -> JSONResponse:
         nd = self._neighbours()
-        reviewed = self.session.state.snapshot()["reviewed_pairs.json"]
+        reviewed = self.session.state.reviewed_references()
         in_revision = self.session.state.class_of
         rows = []
         for cid in nd.order:
-            status = nd.status(cid, reviewed)
+            status = nd.status(cid, reviewed.get(cid, set()))
             rows.append({"candidate_id": cid, "in_revision": cid in in_revision, "status": status,
                          "sufficient": all(m["sufficient"] for m in status.values())})
         return JSONResponse({"thresholds": nd.thresholds, "candidates": rows})
@@ -128,7 +128,7 @@ class ReviewApp:
         if cid not in nd.by_candidate:
             return _error(404, f"candidate {cid} has no neighbours in the near-duplicate search")
         decisions = self.session.state.pair_decisions(cid)
-        reviewed = self.session.state.snapshot()["reviewed_pairs.json"]
+        reviewed = self.session.state.reviewed_references().get(cid, set())
         metrics = {}
         for metric, neighbours in nd.by_candidate[cid].items():
             threshold = nd.thresholds.get(metric)
@@ -144,10 +144,12 @@ class ReviewApp:
     async def pair(self, request: Request) -> JSONResponse:
         nd, body = self._neighbours(), await _body(request)
         cid, ref = str(body.get("candidate_id")), str(body.get("reference_id"))
-        metrics = nd.metrics_of_pair(cid, ref)
-        if not metrics:
+        neighbour = nd.neighbour(cid, ref, str(body.get("metric")))
+        if neighbour is None:
             return _error(404, f"{ref} is not a neighbour of {cid} in the near-duplicate search")
-        decisions = await run_in_threadpool(self.session.state.review_pair, cid, ref, metrics, body.get("decision"), body.get("reviewer"))
+        decisions = await run_in_threadpool(
+            self.session.state.review_pair, cid, ref, neighbour.reference_source, neighbour.metric, body.get("decision"), body.get("reviewer")
+        )
         return JSONResponse({"candidate_id": cid, "decisions": decisions})
 
     def image(self, request: Request) -> Response:

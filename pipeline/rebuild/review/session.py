@@ -26,8 +26,8 @@ from pipeline.rebuild.pool import SELECTION_FREQUENCIES, load_pool
 from pipeline.rebuild.review.carry_over import carried_state
 from pipeline.rebuild.review.images import ImageStore, merged_index
 from pipeline.rebuild.review.neighbours import Neighbours, load_neighbours
-from pipeline.rebuild.review.state import COMMAND, ReviewState, dumps, now
-from pipeline.rebuild.review_folder import MANIFEST, REVISION, STATE_FILES
+from pipeline.rebuild.review.state import COMMAND, ReviewState, now
+from pipeline.rebuild.review_folder import MANIFEST, REVISION, STATE_FILES, dumps_state
 from pipeline.rebuild.revision import Revision, load_revision
 
 logger = logging.getLogger(__name__)
@@ -132,11 +132,11 @@ def _open_folder(output: Path, revision_path: Path, pool_root: Path, starting_fr
     output.mkdir(parents=True, exist_ok=True)
     if starting_from is not None:
         for name, data in carried_state(starting_from, images_of_class).items():
-            atomic_write_text(output / name, dumps(data))
+            atomic_write_text(output / name, dumps_state(name, data))
     atomic_write_text(output / REVISION, revision_path.read_text("utf-8"))
     manifest = {"revision": revision_path.name, "revision_sha256": digest, "pool": pool_root.name,
                 "starting_from": starting_from.name if starting_from is not None else None, "created": now()}
-    atomic_write_text(manifest_path, dumps(manifest))
+    atomic_write_text(manifest_path, dumps_state(MANIFEST, manifest))
     record_files(output, COMMAND, [REVISION, MANIFEST])
     state = ReviewState(output, images_of_class)
     state.write_all()

@@ -27,24 +27,19 @@ from pipeline.rebuild.review_folder import (
     REVIEWED_IMAGES,
     REVIEWED_PAIRS,
     STATE_FILES,
-    read_json_object,
+    dumps_state,
+    read_state_file,
 )
 
 COMMAND = "review"
 MAX_NOTE = 2000
 MAX_REVIEWER = 100
-PAIR_DECISIONS = ("confirm", "reject", "undo")
+PAIR_DECISIONS = {"confirm": "near_duplicate", "reject": "distinct", "undo": None}
 
 
 def now() -> str:
     """The time stamp of a mark: UTC, ISO 8601, to the second."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def dumps(data) -> str:
-    import json
-
-    return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
 def check_reviewer(reviewer) -> str:
@@ -65,7 +60,7 @@ class ReviewState:
         self.images_of_class = {w: list(ids) for w, ids in images_of_class.items()}
         self.class_of = {cid: w for w, ids in self.images_of_class.items() for cid in ids}
         self.lock = threading.Lock()
-        self.data = {name: read_json_object(self.folder / name, name) for name in STATE_FILES}
+        self.data = {name: read_state_file(self.folder / name) for name in STATE_FILES}
         states = self.data[CLASS_STATE]
         for wnid in self.images_of_class:
             states.setdefault(wnid, {"reviewed": False, "problematic": False})
@@ -77,7 +72,7 @@ class ReviewState:
     def _write(self, names: Iterable[str]) -> None:
         names = list(names)
         for name in names:
-            atomic_write_text(self.folder / name, dumps(self.data[name]))
+            atomic_write_text(self.folder / name, dumps_state(name, self.data[name]))
         record_files(self.folder, COMMAND, names)
 
     def snapshot(self) -> dict:
@@ -149,37 +144,29 @@ class ReviewState:
             self._write(names)
             return dict(state)
 
-    def review_pair(self, candidate_id: str, reference_id: str, metrics: Sequence[str], decision: str, reviewer: str) -> dict:
-        """Confirm, reject or undo the pair (candidate, reference), seen under ``metrics``.
+    def review_pair(self, candidate_id: str, reference_id: str, reference_source: str, metric: str, decision: str, reviewer: str) -> dict:
+        """Confirm, reject or undo the pair (candidate, reference), shown on ``metric``'s list.
 
-        Confirmed pairs go to ``near_duplicates.json``; confirmed and rejected ones are both
-        reviewed pairs (``reviewed_pairs.json``, under every metric that listed the pair).
+        A confirmed pair goes to ``near_duplicates.json``; confirmed and rejected pairs are both
+        reviewed (one line each in ``reviewed_pairs.jsonl``); undo forgets the pair.
         """
         if decision not in PAIR_DECISIONS:
             raise ValueError(f"unknown decision {decision!r}; use one of {', '.join(PAIR_DECISIONS)}")
         reviewer = check_reviewer(reviewer)
         with self.lock:
-            confirmed, reviewed = self.data[NEAR_DUPLICATES], self.data[REVIEWED_PAIRS]
-            references = confirmed.setdefault(candidate_id, [])
-            if decision == "confirm" and reference_id not in references:
+            confirmed = self.data[NEAR_DUPLICATES]
+            references = [r for r in confirmed.get(candidate_id, []) if r != reference_id]
+            if decision == "confirm":
                 references.append(reference_id)
-            if decision != "confirm" and reference_id in references:
-                references.remove(reference_id)
-            if not references:
-                del confirmed[candidate_id]
-            per_metric = reviewed.setdefault(candidate_id, {})
-            for metric in metrics:
-                entry = per_metric.setdefault(metric, {"reviewer": reviewer, "date": now(), "references": []})
-                if decision == "undo":
-                    if reference_id in entry["references"]:
-                        entry["references"].remove(reference_id)
-                elif reference_id not in entry["references"]:
-                    entry["references"].append(reference_id)
-                    entry.update(reviewer=reviewer, date=now())
-                if not entry["references"]:
-                    del per_metric[metric]
-            if not per_metric:
-                del reviewed[candidate_id]
+            if references:
+                confirmed[candidate_id] = references
+            else:
+                confirmed.pop(candidate_id, None)
+            rows = [r for r in self.data[REVIEWED_PAIRS] if (r.get("candidate_id"), r.get("reference_id")) != (candidate_id, reference_id)]
+            if PAIR_DECISIONS[decision] is not None:
+                rows.append({"candidate_id": candidate_id, "metric": metric, "reference_id": reference_id, "reference_source": reference_source,
+                             "reviewer": reviewer, "date": now(), "decision": PAIR_DECISIONS[decision]})
+            self.data[REVIEWED_PAIRS] = rows
             self._write([NEAR_DUPLICATES, REVIEWED_PAIRS])
             return self._pair_decisions(candidate_id)
 
@@ -189,6 +176,18 @@ class ReviewState:
             return self._pair_decisions(candidate_id)
 
     def _pair_decisions(self, candidate_id: str) -> dict:
-        confirmed = set(self.data[NEAR_DUPLICATES].get(candidate_id, ()))
-        seen = {r for entry in self.data[REVIEWED_PAIRS].get(candidate_id, {}).values() for r in entry["references"]}
-        return {r: ("confirmed" if r in confirmed else "rejected") for r in sorted(seen | confirmed)}
+        decisions = {}
+        for row in self.data[REVIEWED_PAIRS]:  # the last line of a pair wins
+            if row.get("candidate_id") == candidate_id:
+                decisions[row["reference_id"]] = "confirmed" if row.get("decision") == "near_duplicate" else "rejected"
+        for reference in self.data[NEAR_DUPLICATES].get(candidate_id, ()):
+            decisions[reference] = "confirmed"
+        return dict(sorted(decisions.items()))
+
+    def reviewed_references(self) -> dict:
+        """Candidate id → the references of its reviewed pairs (a reviewed pair counts for every measure)."""
+        with self.lock:
+            out: dict[str, set] = {}
+            for row in self.data[REVIEWED_PAIRS]:
+                out.setdefault(row.get("candidate_id"), set()).add(row.get("reference_id"))
+            return out

@@ -84,7 +84,7 @@ function focus(index) {
 async function decide(index, decision) {
   const pair = pairs()[index];
   if (!pair) return;
-  await api("/api/pair", {candidate_id: S.current, reference_id: pair.reference_id, decision, reviewer: reviewerName()});
+  await api("/api/pair", {candidate_id: S.current, reference_id: pair.reference_id, metric: pair.metric, decision, reviewer: reviewerName()});
   toast(`${pair.reference_id}: ${decision === "confirm" ? "near-duplicate" : decision === "reject" ? "not a duplicate" : "undone"}`);
   const wasPending = S.list.find((c) => c.candidate_id === S.current);
   await show(S.current);
@@ -129,7 +129,7 @@ async function rejectRest() {
   for (const pair of pairs()) {
     if (pair.below_threshold && !pair.decision && !seen.has(pair.reference_id)) {
       seen.add(pair.reference_id);
-      await api("/api/pair", {candidate_id: S.current, reference_id: pair.reference_id, decision: "reject", reviewer: reviewerName()});
+      await api("/api/pair", {candidate_id: S.current, reference_id: pair.reference_id, metric: pair.metric, decision: "reject", reviewer: reviewerName()});
     }
   }
   await show(S.current);
