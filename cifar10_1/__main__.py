@@ -2,7 +2,7 @@
 
 import sys
 
-from pipeline.core.export import main
+from pipeline.core.build_command import main
 
 from . import PACKAGE
 

@@ -7,7 +7,9 @@ from typing import Mapping, Optional
 
 import datasets
 
-from pipeline.core.builders import ClearErrors
+from datasets.builder import Key
+
+from pipeline.core.builders import ClearErrors, DownloadError, Verification, file_stats
 from pipeline.core.integrity import ChecksumError, FileChecksum
 
 from .features import cifar10_1_features
@@ -25,12 +27,13 @@ class Cifar10_1Config(datasets.BuilderConfig):
     checksums: Optional[Mapping[str, FileChecksum]] = None
 
 
-class Cifar10_1(ClearErrors, datasets.GeneratorBasedBuilder):
+class Cifar10_1(ClearErrors, datasets.ArrowBasedBuilder):
     """CIFAR-10.1, a new test set for CIFAR-10 (Recht et al. 2018), lossless, with each image's provenance.
 
     The released files are downloaded from the pinned commit of the CIFAR-10.1 repository, or read
     from ``data_dir`` under their released names; their sizes and sha256 are checked in both
-    cases unless ``verification_mode="no_checks"``.
+    cases unless ``verification_mode="no_checks"``. What was verified is recorded in the
+    ``DatasetInfo`` description and in the cache (a verified build never reuses an unverified one).
 
     Example (``data_dir`` holding ``cifar10.1_v4_data.npy`` and ``cifar10.1_v4_labels.npy``)::
 
@@ -63,10 +66,7 @@ class Cifar10_1(ClearErrors, datasets.GeneratorBasedBuilder):
     def _split_generators(self, dl_manager):
         variant = get_variant(self.config.name)
         expected = expected_checksums(variant, self.config.checksums)
-        if self.config.data_dir:
-            paths = locate_files(variant, self.config.data_dir)
-        else:
-            paths = dl_manager.download({role: variant.url(f) for role, f in variant.files.items()})
+        paths = locate_files(variant, self.config.data_dir) if self.config.data_dir else self._download(dl_manager, variant)
         if self.verify:
             try:
                 verify_files(paths, expected)
@@ -75,8 +75,45 @@ class Cifar10_1(ClearErrors, datasets.GeneratorBasedBuilder):
                     raise
                 urls = ", ".join(variant.url(f) for f in variant.files.values())
                 raise ChecksumError(f"{e} (Downloaded from {urls}; download_mode='force_redownload' fetches them again.)") from None
+        self.verification = verification(variant, expected, paths, self.verify)
+        self.info.description = f"{variant.description}\n\nVerified: {self.verification.statement}."
         release = read_release(variant, paths)
         return [datasets.SplitGenerator(name=datasets.Split.TEST, gen_kwargs={"release": release})]
 
-    def _generate_examples(self, release: Release):
-        yield from enumerate(release.rows())
+    def _download(self, dl_manager, variant) -> dict:
+        urls = {role: variant.url(f) for role, f in variant.files.items()}
+        try:
+            return dl_manager.download(urls)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:  # noqa: BLE001 - network errors come in many types
+            names = " and ".join(f.name for f in variant.files.values())
+            detail = str(e).splitlines()[0] if str(e) else "no details"
+            raise DownloadError(
+                f"could not download the CIFAR-10.1 {variant.config_name} files {names} from "
+                f"{variant.url(variant.images).rsplit('/', 1)[0]}/ ({type(e).__name__}: {detail}); download them yourself and build "
+                f"from their folder with --data-dir FOLDER (data_dir=FOLDER)"
+            ) from None
+
+    def _generate_tables(self, release: Release):
+        for i, table in enumerate(release.tables(self.info.features.arrow_schema)):
+            yield Key(0, i), table
+
+
+def verification(variant, expected: Mapping[str, FileChecksum], paths: Mapping, verified: bool) -> Verification:
+    """What the build verified about ``variant``'s files, for the card and the cache."""
+    names = ", ".join(f.name for f in variant.files.values())
+    if not verified:
+        return Verification(
+            False,
+            "checksums not verified: built with verification_mode='no_checks' (--no-verify); "
+            "the arrays' shapes, dtypes and labels checked",
+        )
+    pinned = all(expected[role] == f for role, f in variant.files.items())
+    whose = "the pinned release's" if pinned else "the checksums given to the builder (not the pinned release's)"
+    shown = ", ".join(f"{c.name} {c.sha256}" for c in expected.values())
+    return Verification(
+        True,
+        f"{names} matched {whose} sizes and sha256 ({shown}); the arrays' shapes, dtypes and labels checked",
+        file_stats(*paths.values()),
+    )

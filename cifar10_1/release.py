@@ -33,16 +33,24 @@ class Release(NamedTuple):
     def __len__(self) -> int:
         return len(self.labels)
 
-    def rows(self) -> Iterator[dict]:
-        """The dataset rows in array order; images as PNG bytes, which decode to the array exactly."""
-        for i in range(len(self.labels)):
-            yield {
-                "image": {"bytes": encode_png(self.images[i]), "path": None},
-                "label": int(self.labels[i]),
-                "index": i,
-                "ti_index": int(self.ti_indices[i]),
-                "keyword": self.keywords[i],
+    def tables(self, schema, batch_rows: int = 1000) -> Iterator:
+        """The dataset rows in array order as Arrow tables of ``schema`` (the features'); images as
+        PNG bytes, which decode to the array exactly."""
+        import pyarrow as pa
+
+        for start in range(0, len(self.labels), batch_rows):
+            stop = min(start + batch_rows, len(self.labels))
+            pngs = [encode_png(self.images[i]) for i in range(start, stop)]
+            columns = {
+                "image": pa.StructArray.from_arrays(
+                    [pa.array(pngs, pa.binary()), pa.nulls(stop - start, pa.string())], names=["bytes", "path"]
+                ),
+                "label": pa.array(self.labels[start:stop], pa.int64()),
+                "index": pa.array(range(start, stop), pa.int32()),
+                "ti_index": pa.array(self.ti_indices[start:stop], pa.int64()),
+                "keyword": pa.array(self.keywords[start:stop], pa.string()),
             }
+            yield pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
 def encode_png(array: np.ndarray) -> bytes:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datasets
-
 from .classes import class_names
 
 # Candidate metadata columns, from the Flickr search records (null where no record is known),
@@ -19,8 +17,10 @@ METADATA_FIELDS = {
 }
 
 
-def imagenetv2_features() -> datasets.Features:
+def imagenetv2_features() -> "datasets.Features":
     """Features of every ImageNetV2 config (and of rebuilt revisions)."""
+    import datasets  # here, so that importing the column names stays cheap
+
     return datasets.Features(
         {
             "image": datasets.Image(),

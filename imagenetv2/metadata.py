@@ -15,9 +15,7 @@ import logging
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Mapping, Optional
-
-from .features import METADATA_FIELDS
+from typing import Iterable, Mapping
 
 logger = logging.getLogger(__name__)
 
@@ -28,22 +26,6 @@ SEARCH_RESULTS_DIR = "data/search_results"
 TREE_URL = "https://api.github.com/repos/{repo}/git/trees/{commit}?recursive=1"
 RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 PACKAGED_RECORDS = "data/candidates_in_final_sets.jsonl"
-
-
-def empty_metadata() -> dict:
-    return {column: None for column in METADATA_FIELDS}
-
-
-def metadata_row(record: Optional[Mapping]) -> dict:
-    """The metadata columns of one row from its search record (all null without one)."""
-    if record is None:
-        return empty_metadata()
-    row = {column: record.get(field) for column, field in METADATA_FIELDS.items()}
-    for column in ("width", "height"):
-        row[column] = int(row[column]) if row[column] is not None else None
-    if row["flickr_id"] is not None:
-        row["flickr_id"] = str(row["flickr_id"])
-    return row
 
 
 def _keep(records: Iterable[Mapping], wanted: Mapping[str, str], found: dict) -> None:

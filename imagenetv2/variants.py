@@ -1,8 +1,12 @@
 """The three ImageNetV2 test sets, declared once.
 
-Every fact about a set (config name, archive, pinned URL, size, sha256, the folder inside the
-archive, the revision list, the 2019 release it replaced) lives in :data:`VARIANTS`; the builder,
-the card, the checksums and the tests all read it from here.
+Every fact about a set (config name, its sampling rule and the rule's function name in revision
+files, archive, pinned URL, size, sha256, the folder inside the archive, the revision list, the
+2019 release it replaced) lives in :data:`VARIANTS`; the builder, the card, the checksums, the
+rebuild pipeline (revisions, the ``sample`` command, the demo) and the tests all read it from here.
+
+>>> [(v.config_name, v.sampling_rule, v.sampling_function) for v in VARIANTS][0]
+('matched-frequency', 'MatchedFrequency', 'sample_wnid_histogram')
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ class Variant:
 
     config_name: str  # ours, e.g. "matched-frequency"
     sampling_rule: str  # the paper's name, e.g. "MatchedFrequency"
+    sampling_function: str  # the rule's name in revision files ("sampling_function"), e.g. "sample_wnid_histogram"
     archive: FileChecksum  # the archive on the Hub: name, size, sha256
     top_folder: str  # the single folder inside the archive (older copies spell it differently)
     revision: str  # the released revision list, e.g. "imagenetv2-b-33"
     legacy_archive: FileChecksum  # the 2019 release, whose file names are not candidate ids
     description: str
+    method: str  # how the rule drew the set, a sentence for the card
 
     @property
     def url(self) -> str:
@@ -55,6 +61,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant(
         config_name="matched-frequency",
         sampling_rule="MatchedFrequency",
+        sampling_function="sample_wnid_histogram",
         archive=FileChecksum(
             "imagenetv2-matched-frequency.tar.gz",
             1264079360,
@@ -72,10 +79,15 @@ VARIANTS: tuple[Variant, ...] = (
             "original validation images (bins 0-0.2, 0.2-0.4, 0.4-0.6, 0.6-0.8, 0.8-1.0). The set the "
             "paper's main results use."
         ),
+        method=(
+            "matched, per class, the histogram of selection frequencies of the class's original "
+            "validation images (bins at 0.2, 0.4, 0.6, 0.8)."
+        ),
     ),
     Variant(
         config_name="threshold-0.7",
         sampling_rule="Threshold0.7",
+        sampling_function="sample_above_threshold",
         archive=FileChecksum(
             "imagenetv2-threshold0.7.tar.gz",
             1249906176,
@@ -92,10 +104,12 @@ VARIANTS: tuple[Variant, ...] = (
             "Ten random candidates per class among those with selection frequency of at least 0.7 "
             "(0.6 for n03014705 and n02090379, 0.5 for n03804744)."
         ),
+        method="drew 10 random candidates per class with selection frequency ≥ 0.7.",
     ),
     Variant(
         config_name="top-images",
         sampling_rule="TopImages",
+        sampling_function="sample_best",
         archive=FileChecksum(
             "imagenetv2-top-images.tar.gz",
             1245927936,
@@ -109,12 +123,16 @@ VARIANTS: tuple[Variant, ...] = (
             "1ced1ef684934a84af854658bc8ff9adbbec553631e6eef3535ef816c3d3b98f",
         ),
         description="The ten candidates per class with the highest selection frequency.",
+        method="took the 10 candidates with the highest selection frequency.",
     ),
 )
 
 DEFAULT_CONFIG = "matched-frequency"
 CONFIG_NAMES: tuple[str, ...] = tuple(v.config_name for v in VARIANTS)
 _BY_NAME = {v.config_name: v for v in VARIANTS}
+# config name -> the rule's function name in revision files, and back
+SAMPLING_FUNCTIONS: Mapping[str, str] = {v.config_name: v.sampling_function for v in VARIANTS}
+CONFIG_OF_FUNCTION: Mapping[str, str] = {v.sampling_function: v.config_name for v in VARIANTS}
 
 # Spellings seen in the wild (the archives, TFDS, other loaders) and the config they mean.
 ALIASES: Mapping[str, str] = {

@@ -458,7 +458,7 @@ def test_build_command_writes_the_folder_atomically(tmp_path, imagenetv2_archive
     assert failed.returncode == 1 and "checksum mismatch" in failed.stderr and not out.exists()
     done = subprocess.run(command(data_dir, "--no-verify"), capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "data", "revisions"]
+    assert sorted(p.name for p in out.iterdir()) == [".imagenetv2-hf.json", "CITATIONS.bib", "README.md", "data", "revisions"]
     assert datasets.load_dataset(str(out), "top-images", split="test").num_rows == 10_000
     # a failing re-run leaves the previous folder untouched and no temporary folder behind
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
