@@ -186,12 +186,25 @@ def check_folder(folder, *, cache_dir: Optional[str] = None) -> CheckedFolder:
     >>> checked.configs["c"].num_rows, checked.configs["c"].id_key
     (2, 'candidate_id')
     """
-    import datasets
+    folder = Path(folder)
+    card_text, metadata_configs, infos = _read_card(folder)
+    files, problems = _folder_files(folder)
+    problems = _card_problems(folder / CARD_FILENAME, metadata_configs, infos) + problems
+    if problems:
+        raise FolderError(_problem_list(folder, problems))
+    summaries, problems = _check_configs(folder, metadata_configs, infos, cache_dir)
+    if problems:
+        raise FolderError(_problem_list(folder, problems))
+    local_files = [LocalFile.from_path(rel, folder / rel) for rel in files]
+    return CheckedFolder(folder, card_text, summaries, local_files)
+
+
+def _read_card(folder: Path):
+    """The card's text, its ``configs`` and its ``dataset_info``; FolderError when there is no readable card."""
     from datasets.info import DatasetInfosDict
     from datasets.utils.metadata import MetadataConfigs
     from huggingface_hub import DatasetCard
 
-    folder = Path(folder)
     if not folder.is_dir():
         raise FolderError(f"{folder} is not a folder: give the Hub-ready folder written by `python -m <dataset> build`")
     card_path = folder / CARD_FILENAME
@@ -202,22 +215,30 @@ def check_folder(folder, *, cache_dir: Optional[str] = None) -> CheckedFolder:
         card = DatasetCard(card_text)
         metadata_configs = MetadataConfigs.from_dataset_card_data(card.data)
         infos = DatasetInfosDict.from_dataset_card_data(card.data)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any YAML or schema problem
         raise FolderError(f"the card {card_path} has invalid YAML metadata: {e}") from None
+    if not card.data.get("dataset_info"):
+        infos = {}
+    return card_text, metadata_configs, infos
+
+
+def _card_problems(card_path: Path, metadata_configs, infos) -> list:
     problems = []
     if not metadata_configs:
         problems.append(f"the card {card_path} declares no `configs:` (each config with its data_files)")
-    if not card.data.get("dataset_info"):
+    if not infos:
         problems.append(f"the card {card_path} has no `dataset_info:` (features and row counts per config)")
     for name in infos:
         if metadata_configs and name not in metadata_configs:
             problems.append(f"config {name!r} is in the card's dataset_info but not in its configs")
-    files, file_problems = _folder_files(folder)
-    problems += file_problems
-    if problems:
-        raise FolderError(_problem_list(folder, problems))
+    return problems
 
-    summaries = {}
+
+def _check_configs(folder: Path, metadata_configs, infos, cache_dir: Optional[str]) -> tuple[dict, list]:
+    """Load every config (in a temporary cache unless ``cache_dir``); its summary and its problems."""
+    import datasets
+
+    summaries, problems = {}, []
     own_cache = cache_dir is None
     cache = Path(cache_dir) if cache_dir else Path(tempfile.mkdtemp(prefix="push-check-"))
     bars = datasets.is_progress_bar_enabled()
@@ -233,10 +254,7 @@ def check_folder(folder, *, cache_dir: Optional[str] = None) -> CheckedFolder:
             datasets.enable_progress_bars()
         if own_cache:
             shutil.rmtree(cache, ignore_errors=True)
-    if problems:
-        raise FolderError(_problem_list(folder, problems))
-    local_files = [LocalFile.from_path(rel, folder / rel) for rel in files]
-    return CheckedFolder(folder, card_text, summaries, local_files)
+    return summaries, problems
 
 
 def _problem_list(folder: Path, problems: Sequence[str]) -> str:

@@ -184,42 +184,84 @@ def plan_push(
     token=None,
 ) -> PushPlan:
     """Read the Hub and decide what a push of ``checked`` to ``repo_id`` does. Writes nothing."""
-    from huggingface_hub.errors import RepositoryNotFoundError
-
     check_repo_id(repo_id)
     check_ref_name(branch, "branch")
     if tag is not None:
         check_ref_name(tag, "tag")
+    state = _remote_state(api, repo_id, branch, tag, token)
+    tag = tag or next_auto_tag(state.tags)
+    record = ReleaseRecord(tag, state.previous_tag, _config_changes(api, repo_id, checked, state.previous_oid, token))
+    files = [f for f in checked.files if f.path_in_repo not in (CARD_FILENAME, CHANGES_FILE)]
+    files.append(LocalFile.from_bytes(CARD_FILENAME, card_with_release(checked.card_text, record, repo_id).encode("utf-8")))
+    files.append(LocalFile.from_bytes(CHANGES_FILE, record.changes_json()))
+    files.sort(key=lambda f: f.path_in_repo)
+    remote = state.remote
+    unchanged = [f.path_in_repo for f in files if remote.get(f.path_in_repo) in (f.sha256, _git_oid(f))]
+    local_paths = {f.path_in_repo for f in files}
+    deletions = sorted(p for p in remote if p not in local_paths and p not in HUB_MANAGED_FILES)
+    return PushPlan(
+        repo_id=repo_id,
+        branch=branch,
+        tag=tag,
+        endpoint=api.endpoint,
+        repo_exists=state.repo_exists,
+        branch_exists=state.branch_exists,
+        head_oid=state.head_oid,
+        previous_tag=state.previous_tag,
+        record=record,
+        files=files,
+        unchanged=unchanged,
+        deletions=deletions,
+        private=private,
+        message=message or f"Publish revision {tag}",
+    )
+
+
+@dataclass
+class _RemoteState:
+    """What the Hub has now: the repo, the target branch's head, tags, the previous release, files."""
+
+    repo_exists: bool = False
+    branch_exists: bool = False
+    head_oid: Optional[str] = None
+    previous_tag: Optional[str] = None
+    previous_oid: Optional[str] = None
+    tags: dict = field(default_factory=dict)
+    remote: dict = field(default_factory=dict)  # path -> sha256 (LFS) or git blob id
+
+
+def _remote_state(api, repo_id: str, branch: str, tag: Optional[str], token) -> _RemoteState:
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    state = _RemoteState()
     try:
         api.repo_info(repo_id, repo_type=REPO_TYPE, token=token)
-        repo_exists = True
     except RepositoryNotFoundError:
-        repo_exists = False
+        return state
+    state.repo_exists = True
+    refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE, token=token)
+    state.tags = {t.name: t.target_commit for t in refs.tags}
+    branches = {b.name: b.target_commit for b in refs.branches}
+    state.branch_exists = branch in branches
+    state.head_oid = branches.get(branch if state.branch_exists else DEFAULT_BRANCH)
+    if tag is not None and tag in state.tags:
+        raise PublishError(
+            f"tag {tag!r} already exists on {repo_id} (commit {state.tags[tag][:12]}): a published revision "
+            "is never overwritten; choose another --tag (or leave it out to use the next vN)"
+        )
+    tags_by_commit: dict = collections.defaultdict(list)
+    for name, oid in state.tags.items():
+        tags_by_commit[oid].append(name)
+    if state.head_oid is not None:
+        state.previous_tag, state.previous_oid = _previous_tag(api, repo_id, state.head_oid, tags_by_commit, token)
+        for entry in api.list_repo_tree(repo_id, repo_type=REPO_TYPE, revision=state.head_oid, recursive=True, token=token):
+            if getattr(entry, "size", None) is not None and hasattr(entry, "blob_id"):
+                state.remote[entry.path] = entry.lfs.sha256 if entry.lfs else entry.blob_id
+    return state
 
-    branch_exists, head_oid, previous_tag, previous_oid, remote = False, None, None, None, {}
-    tags: dict = {}
-    if repo_exists:
-        refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE, token=token)
-        tags = {t.name: t.target_commit for t in refs.tags}
-        branches = {b.name: b.target_commit for b in refs.branches}
-        branch_exists = branch in branches
-        base = branch if branch_exists else DEFAULT_BRANCH
-        head_oid = branches.get(base)
-        if tag is not None and tag in tags:
-            raise PublishError(
-                f"tag {tag!r} already exists on {repo_id} (commit {tags[tag][:12]}): a published revision "
-                "is never overwritten; choose another --tag (or leave it out to use the next vN)"
-            )
-        tags_by_commit: dict = collections.defaultdict(list)
-        for name, oid in tags.items():
-            tags_by_commit[oid].append(name)
-        if head_oid is not None:
-            previous_tag, previous_oid = _previous_tag(api, repo_id, head_oid, tags_by_commit, token)
-            for entry in api.list_repo_tree(repo_id, repo_type=REPO_TYPE, revision=head_oid, recursive=True, token=token):
-                if getattr(entry, "size", None) is not None and hasattr(entry, "blob_id"):
-                    remote[entry.path] = entry.lfs.sha256 if entry.lfs else entry.blob_id
-    tag = tag or next_auto_tag(tags)
 
+def _config_changes(api, repo_id: str, checked: CheckedFolder, previous_oid: Optional[str], token) -> dict:
+    """Each config's change against the previous release (configs gone since then last)."""
     old: dict = {}
     if previous_oid is not None:
         download_dir = Path(tempfile.mkdtemp(prefix="push-previous-"))
@@ -234,35 +276,7 @@ def plan_push(
     for name, (old_key, old_ids) in old.items():
         if name not in checked.configs:
             changes[name] = diff_ids(name, None, old_key, old_ids, first=False)
-    record = ReleaseRecord(tag, previous_tag, changes)
-
-    files = []
-    for f in checked.files:
-        if f.path_in_repo in (CARD_FILENAME, CHANGES_FILE):
-            continue
-        files.append(f)
-    files.append(LocalFile.from_bytes(CARD_FILENAME, card_with_release(checked.card_text, record, repo_id).encode("utf-8")))
-    files.append(LocalFile.from_bytes(CHANGES_FILE, record.changes_json()))
-    files.sort(key=lambda f: f.path_in_repo)
-    unchanged = [f.path_in_repo for f in files if remote.get(f.path_in_repo) in (f.sha256, _git_oid(f))]
-    local_paths = {f.path_in_repo for f in files}
-    deletions = sorted(p for p in remote if p not in local_paths and p not in HUB_MANAGED_FILES)
-    return PushPlan(
-        repo_id=repo_id,
-        branch=branch,
-        tag=tag,
-        endpoint=api.endpoint,
-        repo_exists=repo_exists,
-        branch_exists=branch_exists,
-        head_oid=head_oid,
-        previous_tag=previous_tag,
-        record=record,
-        files=files,
-        unchanged=unchanged,
-        deletions=deletions,
-        private=private,
-        message=message or f"Publish revision {tag}",
-    )
+    return changes
 
 
 def _git_oid(f: LocalFile) -> Optional[str]:
