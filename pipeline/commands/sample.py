@@ -64,6 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     inputs.add_argument("--near-duplicate-overrides", metavar="FILE", help="candidates to keep from their near-duplicate component (JSON list)")
     inputs.add_argument("--near-duplicate-review", metavar="FILE", help="review table: candidate_id, l2, fc7, dssim (how far neighbours were reviewed)")
     inputs.add_argument("--starting-from", metavar="REVISION", help="previous revision to chain from: its still-valid images are kept")
+    inputs.add_argument("--review", metavar="REVIEW", help="folder written by `review`: its blacklist and confirmed near-duplicates are excluded, "
+                        "and the revision it reviewed is the one chained from (unless --starting-from)")
     mf = parser.add_argument_group("matched-frequency")
     mf.add_argument("--histogram-bins", type=_floats, metavar="EDGES", help="bin edges (default 0.2,0.4,0.6,0.8)")
     mf.add_argument("--min-annotations-candidates", type=int, metavar="N", help="default 10")
@@ -129,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             args.pool, args.output, config,
             selection_frequencies=args.selection_frequencies, blacklist=args.blacklist,
             near_duplicates=args.near_duplicates, near_duplicate_overrides=args.near_duplicate_overrides,
-            near_duplicate_review=args.near_duplicate_review, starting_from=args.starting_from,
+            near_duplicate_review=args.near_duplicate_review, starting_from=args.starting_from, review=args.review,
             time_string=time_string, username=username,
         )
         report = {k: v for k, v in result.report.items() if k not in ("config", "inputs")}

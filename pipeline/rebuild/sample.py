@@ -28,6 +28,7 @@ from pipeline.core.integrity import file_digest
 from pipeline.core.ownership import check_output_file, owned_files
 from pipeline.rebuild.pool import SELECTION_FREQUENCIES as SELECTION_FREQUENCIES_NAME
 from pipeline.rebuild.pool import Pool, load_pool
+from pipeline.rebuild.review_folder import read_review_folder
 from pipeline.rebuild.sample_inputs import read_blacklist, read_id_list, read_near_duplicates, read_review  # noqa: F401 (re-exported)
 from pipeline.rebuild.near_duplicate_rules import resolve_near_duplicates, review_finished
 from pipeline.rebuild.revision import Revision, output_paths, SamplingConfig, current_username, load_revision, now_time_string
@@ -296,6 +297,7 @@ def sample_stage(
     near_duplicate_overrides: Optional[PathLike] = None,
     near_duplicate_review: Optional[PathLike] = None,
     starting_from: Optional[PathLike] = None,
+    review: Optional[PathLike] = None,
     time_string: Optional[str] = None,
     username: Optional[str] = None,
 ) -> SampleOutput:
@@ -309,9 +311,13 @@ def sample_stage(
     output = Path(output)
     if output.suffix != ".json":
         raise ValueError(f"the revision file must end in .json, got {output.name}")
+    review_folder = read_review_folder(review) if review is not None else None
+    if review_folder is not None and starting_from is None:
+        starting_from = review_folder.revision_path  # chain from the revision that was reviewed
     inputs = _input_paths(pool, selection_frequencies, blacklist=blacklist, near_duplicates=near_duplicates,
                           near_duplicate_overrides=near_duplicate_overrides, near_duplicate_review=near_duplicate_review,
                           starting_from=starting_from)
+    inputs.update(review_folder.input_files() if review_folder is not None else {})
     revision_path, report_path, decisions_path = output_paths(output)
     outputs = [decisions_path, report_path, revision_path]  # the revision, which names the others, last
     for path in outputs:
@@ -320,13 +326,17 @@ def sample_stage(
     sf_path = inputs["selection_frequencies"]
     if not sf_path.is_file():
         raise FileNotFoundError(f"{sf_path} does not exist; run `python -m pipeline selection-frequency {pool}` first")
+    blacklisted = read_blacklist(blacklist) if blacklist is not None else {}
+    pairs = read_near_duplicates(near_duplicates) if near_duplicates is not None else None
+    if review_folder is not None:
+        blacklisted, pairs = review_folder.merged(blacklisted, pairs)
     result = sample_revision(
         loaded,
         read_table(sf_path, "selection_frequencies"),
         config,
         output_filename=output.name,
-        blacklist=read_blacklist(blacklist) if blacklist is not None else (),
-        near_duplicates=read_near_duplicates(near_duplicates) if near_duplicates is not None else None,
+        blacklist=blacklisted,
+        near_duplicates=pairs,
         near_duplicate_overrides=read_id_list(near_duplicate_overrides) if near_duplicate_overrides is not None else (),
         near_duplicate_review=read_review(near_duplicate_review) if near_duplicate_review is not None else None,
         previous=load_revision(starting_from) if starting_from is not None else None,
@@ -334,6 +344,9 @@ def sample_stage(
         username=username,
     )
     result.report["inputs"] = {name: {"file": p.name, "sha256": file_digest(p).sha256} for name, p in inputs.items() if p.is_file()}
+    if review_folder is not None:
+        previous = load_revision(starting_from) if starting_from is not None else None
+        result.report["review"] = review_folder.report(previous, result.revision, result.decisions)
     with owned_files(outputs, "sample", inputs=inputs.values()) as (decisions_tmp, report_tmp, revision_tmp):
         write_table(result.decisions, decisions_tmp)
         report_tmp.write_text(json.dumps(result.report, indent=2) + "\n", encoding="utf-8")
