@@ -45,6 +45,7 @@ class Photo:
     image_status: int = 200
     not_an_image: bool = False
     image_size: tuple = (48, 32)
+    also_texts: tuple = ()  # other query texts that find it
 
 
 @dataclass
@@ -92,10 +93,11 @@ class FakeFlickr:
     def add_photos(self, text: str, count: int, *, start: str = "2012-08-01", step_days: float = 1.0, first_id: Optional[int] = None, **kwargs) -> list[Photo]:
         """``count`` photos found by ``text``, uploaded one every ``step_days`` from ``start``."""
         base = first_id if first_id is not None else 7_000_000_000 + len(self.photos) * 1000
+        fixed_taken = kwargs.pop("taken", None)
         added = []
         for i in range(count):
             uploaded = int(_day(start) + i * step_days * 86400 + 3600)
-            taken = datetime.fromtimestamp(uploaded - 7200, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            taken = fixed_taken or datetime.fromtimestamp(uploaded - 7200, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
             photo = Photo(str(base + i), text, uploaded, taken, **kwargs)
             self.photos[photo.id] = photo
             added.append(photo)
@@ -116,7 +118,7 @@ class FakeFlickr:
         handler = type("Handler", (_Handler,), {"flickr": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="fake-flickr", daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-flickr", daemon=True).start()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -148,7 +150,7 @@ class FakeFlickr:
             return {"stat": "fail", "code": 112, "message": f"Method \"{params.get('method')}\" not found"}
         low_up, high_up = _day(params["min_upload_date"]), _day(params["max_upload_date"])
         low_taken, high_taken = params["min_taken_date"], params["max_taken_date"]
-        hits = [p for p in self.photos.values() if p.text == params.get("text") and low_up <= p.uploaded <= high_up
+        hits = [p for p in self.photos.values() if params.get("text") in (p.text, *p.also_texts) and low_up <= p.uploaded <= high_up
                 and low_taken <= p.taken[:10] <= high_taken]
         hits.sort(key=lambda p: (p.uploaded, p.id), reverse=params.get("sort") == "date-posted-desc")
         per_page = min(int(params.get("per_page", 100)), 500)

@@ -111,7 +111,7 @@ def download(candidates: PathLike, output: PathLike, *, workers: int = 8, retrie
     results = dict(done)
     try:
         with httpx.Client(timeout=timeout, follow_redirects=True, headers={"User-Agent": "imagenetv2-hf download"}) as http, \
-                ThreadPoolExecutor(max_workers=workers) as pool, tqdm(total=len(todo), unit="image", disable=not show_progress) as bar:
+                ThreadPoolExecutor(max_workers=workers) as pool, tqdm(total=len(todo), unit="image", disable=None if show_progress else True) as bar:
             futures = [pool.submit(fetch_one, http, retrying, store, c) for c in todo]
             try:
                 for future in as_completed(futures):

@@ -113,7 +113,7 @@ def candidates_from_images(items: Iterable[tuple[str, str, bytes]], output: Path
     with owned_directory(output, COMMAND, inputs=inputs) as tmp:
         store = tmp / STORE
         store.mkdir()
-        records, stored, failures, repeats = _collect(tqdm(items, unit="image", leave=False), store, engine)
+        records, stored, failures, repeats = _collect(tqdm(items, unit="image", leave=False, disable=None), store, engine)
         with open(tmp / CANDIDATES, "w", encoding="utf-8") as f:
             for record in records:
                 f.write(json.dumps(record) + "\n")

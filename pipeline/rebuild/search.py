@@ -269,7 +269,7 @@ def search(output: PathLike, classes: ClassList, config: SearchConfig, client_fa
     records, summary = [], {}
     try:
         for info in classes.classes:
-            with tqdm(desc=f"{info.wnid} {info.name}", unit="query", leave=False, disable=not show_progress) as bar:
+            with tqdm(desc=f"{info.wnid} {info.name}", unit="query", leave=False, disable=None if show_progress else True) as bar:
                 found, summary[info.wnid] = search_class(searcher, info, hand_written, uploader, bar)
             records.extend(found)
     finally:
