@@ -53,67 +53,84 @@ def resolve_near_duplicates(
     ...                         np.zeros(4, bool), pairs).tolist()
     [False, True, True, False]
     """
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
     candidate_ids = list(candidate_ids)
     n = len(candidate_ids)
     index = {cid: i for i, cid in enumerate(candidate_ids)}
     unknown_overrides = [o for o in overrides if o not in index]
     if unknown_overrides:
         raise ValueError(f"near-duplicate override(s) name no candidate of the pool: {', '.join(unknown_overrides[:5])}")
-    externals: dict[str, int] = {}
-    left, right = [], []
-    if pairs is not None:
-        for row, (a, b) in enumerate(zip(pairs.column("image_id").to_pylist(), pairs.column("duplicate_id").to_pylist()), start=1):
-            if a not in index:
-                raise ValueError(f"near-duplicates row {row}: image_id {a!r} is not a candidate of the pool")
-            if b in index:
-                j = index[b]
-            elif isinstance(b, str) and IMAGENET_FILE.fullmatch(b):
-                j = externals.setdefault(b, n + len(externals))
-            else:
-                raise ValueError(
-                    f"near-duplicates row {row}: duplicate_id {b!r} is neither a candidate of the pool nor an "
-                    f"ImageNet file name (ILSVRC2012_val_00000001.JPEG, ILSVRC2012_test_00011250.JPEG, n01440764_10026.JPEG)"
-                )
-            left.append(index[a])
-            right.append(j)
-    if search_engine_ids is not None:  # candidates that are the same photo
-        first: dict[str, int] = {}
-        for i, sid in enumerate(search_engine_ids):
-            if sid is None:
-                continue
-            if sid in first:
-                left.append(first[sid])
-                right.append(i)
-            else:
-                first[sid] = i
+    left, right, externals = _pair_links(pairs, index)
+    same_photo_left, same_photo_right = _same_photo_links(search_engine_ids)
+    left, right = left + same_photo_left, right + same_photo_right
     is_duplicate = np.zeros(n, bool)
     if not left:
         return is_duplicate
-    size = n + len(externals)
+    linked, touches_imagenet, cand_component = _components(left, right, n, n + externals)
+    is_duplicate[linked & touches_imagenet] = True
+    sf = np.asarray(selection_frequency, float)
+    good = (~np.asarray(blacklisted, bool)) & (np.asarray(num_annotations) > 0) & (sf >= GOOD_SELECTION_FREQUENCY)
+    good_per_wnid: dict[str, int] = {}
+    for w, g in zip(wnids, good):
+        good_per_wnid[w] = good_per_wnid.get(w, 0) + int(g)
+    free = np.flatnonzero(linked & ~touches_imagenet)
+    for members in _split_by(free, cand_component[free]):
+        keep = _component_keeper(members, candidate_ids, wnids, sf, num_annotations, blacklisted, set(overrides), good_per_wnid)
+        is_duplicate[members] = True
+        is_duplicate[keep] = False
+    return is_duplicate
+
+
+def _pair_links(pairs: Optional[pa.Table], index: Mapping[str, int]) -> tuple[list, list, int]:
+    """Edges from the confirmed pairs; ImageNet files become extra nodes after the candidates."""
+    n = len(index)
+    externals: dict[str, int] = {}
+    left, right = [], []
+    if pairs is None:
+        return left, right, 0
+    for row, (a, b) in enumerate(zip(pairs.column("image_id").to_pylist(), pairs.column("duplicate_id").to_pylist()), start=1):
+        if a not in index:
+            raise ValueError(f"near-duplicates row {row}: image_id {a!r} is not a candidate of the pool")
+        if b in index:
+            j = index[b]
+        elif isinstance(b, str) and IMAGENET_FILE.fullmatch(b):
+            j = externals.setdefault(b, n + len(externals))
+        else:
+            raise ValueError(
+                f"near-duplicates row {row}: duplicate_id {b!r} is neither a candidate of the pool nor an "
+                f"ImageNet file name (ILSVRC2012_val_00000001.JPEG, ILSVRC2012_test_00011250.JPEG, n01440764_10026.JPEG)"
+            )
+        left.append(index[a])
+        right.append(j)
+    return left, right, len(externals)
+
+
+def _same_photo_links(search_engine_ids: Optional[Sequence[Optional[str]]]) -> tuple[list, list]:
+    """Edges between candidates that are the same search-engine photo."""
+    left, right = [], []
+    first: dict[str, int] = {}
+    for i, sid in enumerate(search_engine_ids or ()):
+        if sid is None:
+            continue
+        if sid in first:
+            left.append(first[sid])
+            right.append(i)
+        else:
+            first[sid] = i
+    return left, right
+
+
+def _components(left: list, right: list, n: int, size: int):
+    """Per candidate: linked at all, its component touches an ImageNet file, and its component id."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
     graph = coo_matrix((np.ones(len(left)), (left, right)), shape=(size, size))
     _, component = connected_components(graph, directed=False)
     linked = np.zeros(size, bool)
     linked[left] = linked[right] = True
     touches_imagenet = np.zeros(component.max() + 1, bool)
     touches_imagenet[component[n:]] = True
-    cand_component = component[:n]
-    is_duplicate[linked[:n] & touches_imagenet[cand_component]] = True
-
-    override_set = set(overrides)
-    sf = np.asarray(selection_frequency, float)
-    good = (~np.asarray(blacklisted, bool)) & (np.asarray(num_annotations) > 0) & (sf >= GOOD_SELECTION_FREQUENCY)
-    good_per_wnid: dict[str, int] = {}
-    for w, g in zip(wnids, good):
-        good_per_wnid[w] = good_per_wnid.get(w, 0) + int(g)
-    free = np.flatnonzero(linked[:n] & ~touches_imagenet[cand_component])
-    for members in _split_by(free, cand_component[free]):
-        keep = _component_keeper(members, candidate_ids, wnids, sf, num_annotations, blacklisted, override_set, good_per_wnid)
-        is_duplicate[members] = True
-        is_duplicate[keep] = False
-    return is_duplicate
+    return linked[:n], touches_imagenet[component[:n]], component[:n]
 
 
 def _split_by(items: np.ndarray, labels: np.ndarray) -> list[np.ndarray]:
