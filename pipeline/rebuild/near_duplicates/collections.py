@@ -4,8 +4,10 @@ Every image has a stable id within its collection, and the collection a ``name``
 given) that the outputs record as ``reference_source``:
 
 - a pool folder (written by ``ingest``): the candidate id; the class is the candidate's wnid;
-  the near-duplicate copy (``near_duplicate_path`` / ``near_duplicate_image`` columns of the
-  images table, written by ``download``) when present, else the stored image;
+  the near-duplicate copy when there is one (the 256 x 256 ``near_duplicate/`` copy beside the
+  pool's annotation copy in a ``download`` store, or a ``near_duplicate_path`` /
+  ``near_duplicate_image`` column of the images table), else the stored image;
+- a ``download`` image store (``images.jsonl``): the candidate id and wnid, the 256 x 256 copy;
 - a folder of image files: the path relative to the folder (``n01440764/a.jpg``); the class is
   the first folder when it is a class of the class list;
 - a Parquet image table: the ``--id-column``, else ``candidate_id``, ``image_id`` or ``id``, and
@@ -77,6 +79,8 @@ def open_collection(spec: str, *, id_column: Optional[str] = None, classes=None)
     path = Path(spec)
     if path.is_dir() and (path / "candidates.parquet").is_file():
         return _pool(spec, path)
+    if path.is_dir() and (path / "images.jsonl").is_file():
+        return _store(spec, path)
     if path.is_dir() and any(p.suffix.lower() in IMAGE_SUFFIXES for p in path.rglob("*")):
         return _folder(spec, path, classes)  # a folder holding image files; else a dataset folder
     if path.is_dir() and not any(p.suffix in DATASET_SUFFIXES for p in path.rglob("*")):
@@ -103,6 +107,11 @@ def _pool(spec: str, root: Path) -> ImageCollection:
             for cid, value in zip(raw.column("candidate_id").to_pylist(), raw.column(column).to_pylist()):
                 if value is not None and cid not in copies:
                     copies[cid] = value if column.endswith("image") else (Path(value) if os.path.isabs(value) else root / value)
+    for cid, value in store.items():  # a download store's annotation copy has its 256 x 256 copy beside it
+        if cid not in copies and isinstance(value, Path) and value.parent.parent.name == "annotation":
+            candidate = value.parent.parent.parent / "near_duplicate" / value.parent.name / f"{cid}.jpeg"
+            if candidate.is_file():
+                copies[cid] = candidate
     ids = _check_ids(spec, sorted(store), f"{root / POOL_FILES['images']}")
     unknown = [i for i in ids if i not in wnid_of]
     if unknown:
@@ -112,6 +121,15 @@ def _pool(spec: str, root: Path) -> ImageCollection:
         return copies.get(ids[i], store[ids[i]])
 
     return ImageCollection(spec, "pool", _key("pool", root.resolve()), ids, [wnid_of[i] for i in ids], read)
+
+
+def _store(spec: str, root: Path) -> ImageCollection:
+    from pipeline.rebuild.records import read_records
+
+    records = [record for _, record in read_records(root / "images.jsonl")]
+    ids = _check_ids(spec, [r.get("candidate_id") for r in records], f"{root / 'images.jsonl'}")
+    paths = [root / (r.get("near_duplicate") or r.get("annotation") or r["original"]) for r in records]
+    return ImageCollection(spec, "store", _key("store", root.resolve()), ids, [r.get("wnid") for r in records], lambda i: paths[i])
 
 
 def _folder(spec: str, root: Path, classes) -> ImageCollection:

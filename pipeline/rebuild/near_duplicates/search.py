@@ -10,7 +10,7 @@ dimension only, never on the number of references. :func:`search_with_ray` split
 references into shards searched as Ray tasks and merges their top-k the same way.
 
 >>> import numpy as np, tempfile, pathlib
->>> from .features import Segment
+>>> from .features import Segment, read_rows
 >>> root = pathlib.Path(tempfile.mkdtemp())
 >>> np.save(root / "q.npy", np.array([[0, 0], [5, 5]], np.float32))
 >>> np.save(root / "r.npy", np.array([[1, 0], [4, 4], [9, 9]], np.float32))
@@ -26,7 +26,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from .features import Segment
+from .features import Segment, read_rows
 
 logger = logging.getLogger(__name__)
 
@@ -86,15 +86,47 @@ def _knn_torch(q: np.ndarray, r: np.ndarray, k: int, device: str):
     return values.cpu().numpy(), index.cpu().numpy().astype(np.int64)
 
 
+def _rerank(q: np.ndarray, I: np.ndarray, references, offset: int, center: float, memory_bytes: int):
+    """Exact float64 squared distances of the pairs ``(query row, I[row, j])``, each row sorted.
+
+    FAISS sums 196,608 float32 values, which drifts by up to a percent; the pairs it found are
+    re-measured here from the stored rows (a group of references at a time, within the budget).
+    """
+    D = np.full(I.shape, np.inf)
+    rows_q, slots = np.nonzero(I >= 0)
+    wanted = I[rows_q, slots]
+    order = np.argsort(wanted, kind="stable")
+    rows_q, slots, wanted = rows_q[order], slots[order], wanted[order]
+    unique = np.unique(wanted)
+    dim = q.shape[1]
+    group = max(1, memory_bytes // 4 // (dim * 10))
+    batch = max(1, memory_bytes // 4 // (dim * 16))
+    for start in range(0, len(unique), group):
+        chunk = unique[start : start + group]
+        data = read_rows(references, chunk - offset).astype(np.float64)
+        data -= center
+        lo, hi = np.searchsorted(wanted, chunk[0], side="left"), np.searchsorted(wanted, chunk[-1], side="right")
+        position = np.searchsorted(chunk, wanted[lo:hi])
+        for a in range(lo, hi, batch):
+            b = min(a + batch, hi)
+            diff = data[position[a - lo : b - lo]] - q[rows_q[a:b]].astype(np.float64)
+            D[rows_q[a:b], slots[a:b]] = np.einsum("ij,ij->i", diff, diff)
+    order = np.argsort(D, axis=1, kind="stable")
+    D, I = np.take_along_axis(D, order, 1), np.take_along_axis(I, order, 1)
+    I[~np.isfinite(D)] = -1
+    return D, I
+
+
 def _merge(heap, D: np.ndarray, I: np.ndarray, offset: int, k: int, exclude: Optional[np.ndarray]) -> None:
     I = I.astype(np.int64)
     valid = I >= 0
     I = np.where(valid, I + offset, -1)
-    D = np.where(valid, D, np.float32(np.inf)).astype(np.float32)
+    D = np.where(valid, D, np.inf).astype(np.float32)
     if exclude is not None:
         own = I == exclude[:, None]
         D = np.where(own, np.float32(np.inf), D)
         I = np.where(own, -1, I)
+    D, I = D[:, :k], I[:, :k]
     if D.shape[1] < k:
         D = np.pad(D, ((0, 0), (0, k - D.shape[1])), constant_values=np.inf)
         I = np.pad(I, ((0, 0), (0, k - I.shape[1])), constant_values=-1)
@@ -124,30 +156,33 @@ def search_top_k(
     if k < 1:
         raise ValueError(f"--top-k must be at least 1, got {k}")
     n_queries, n_refs = total_rows(queries), total_rows(references)
-    D_all = np.full((n_queries, k), np.inf, np.float32)
+    D_all = np.full((n_queries, k), np.inf)
     I_all = np.full((n_queries, k), -1, np.int64)
     if n_queries == 0 or n_refs == 0:
         return D_all, I_all
     dim = int(np.load(queries[0].path, mmap_mode="r").shape[1])
     q_rows, r_rows = chunk_rows(dim, memory_bytes)
     bar = progress(total=-(-n_queries // q_rows) * -(-n_refs // r_rows), desc="search", unit="chunk") if progress else None
-    extra = 1 if exclude is not None else 0
+    wanted = 2 * k + (1 if exclude is not None else 0)  # a margin for FAISS's float32 ranking, then exact distances
     for q_start, q_block in iter_chunks(queries, q_rows):
         q = _as_float32(q_block, center)
         own = None if exclude is None else exclude[q_start : q_start + len(q)]
-        heap = faiss.ResultHeap(len(q), k + extra)
+        heap = faiss.ResultHeap(len(q), wanted)
         for r_start, r_block in iter_chunks(references, r_rows):
             r = _as_float32(r_block, center)
-            D, I = _knn_cpu(q, r, k + extra) if device == "cpu" else _knn_torch(q, r, k + extra, device)
-            _merge(heap, D, I, reference_offset + r_start, k + extra, own)
+            D, I = _knn_cpu(q, r, wanted) if device == "cpu" else _knn_torch(q, r, wanted, device)
+            _merge(heap, D, I, reference_offset + r_start, wanted, own)
             if bar is not None:
                 bar.update(1)
         heap.finalize()
-        D_all[q_start : q_start + len(q)] = heap.D[:, :k]
-        I_all[q_start : q_start + len(q)] = heap.I[:, :k]
+        I = heap.I.copy()
+        I[heap.D >= np.finfo(np.float32).max] = -1
+        D, I = _rerank(q, I, references, reference_offset, center, memory_bytes)
+        D_all[q_start : q_start + len(q)] = D[:, :k]
+        I_all[q_start : q_start + len(q)] = I[:, :k]
     if bar is not None:
         bar.close()
-    D_all[I_all < 0] = np.inf  # the heap pads with FLT_MAX and -1
+    D_all[I_all < 0] = np.inf
     return D_all, I_all
 
 
@@ -176,7 +211,6 @@ def search_with_ray(address: str, queries, references, k: int, *, shards: int = 
     Ray instance started here. Every node must see the feature cache at the same path (a shared
     file system). ``shards`` defaults to the cluster's CPU count.
     """
-    import faiss
     import ray
 
     started = not ray.is_initialized()
@@ -192,13 +226,12 @@ def search_with_ray(address: str, queries, references, k: int, *, shards: int = 
         task = ray.remote(_shard_task)
         pieces = split_segments(references, parts)
         futures = [task.remote(queries, piece, k, offset, options) for offset, piece in pieces]
-        n_queries = total_rows(queries)
-        heap = faiss.ResultHeap(n_queries, k)
-        for D, I in ray.get(futures):
-            heap.add_result(np.ascontiguousarray(np.where(I >= 0, D, np.inf).astype(np.float32)), np.ascontiguousarray(I))
-        heap.finalize()
-        D, I = heap.D.copy(), heap.I.copy()
-        D[I < 0] = np.inf
+        results = ray.get(futures)
+        D = np.concatenate([d for d, _ in results], axis=1)
+        I = np.concatenate([i for _, i in results], axis=1)
+        order = np.argsort(D, axis=1, kind="stable")[:, :k]  # shards are in reference order: ties as in one pass
+        D, I = np.take_along_axis(D, order, 1), np.take_along_axis(I, order, 1)
+        I[~np.isfinite(D)] = -1
         logger.info("ray: %d reference shards merged", len(pieces))
         return D, I
     finally:
