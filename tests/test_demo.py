@@ -9,6 +9,8 @@ from pathlib import Path
 import datasets
 import pytest
 
+from pipeline.core.ownership import owner
+
 ROOT = Path(__file__).parents[1]
 
 
@@ -65,6 +67,9 @@ def test_demo_end_to_end_without_torch(tmp_path):
     png = (output / "accuracy.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     assert "linear fit of new against original accuracy" in done.stdout
+    # quiet by default (issue 11): the numbered steps and results, no INFO lines of the stages or the builder
+    assert "candidate metadata" not in done.stdout + done.stderr and " INFO " not in done.stderr
+    assert owner(output)["command"] == "demo"
 
 
 def test_demo_refuses_to_replace_a_folder_that_is_not_a_demo_output(tmp_path):
@@ -74,3 +79,15 @@ def test_demo_refuses_to_replace_a_folder_that_is_not_a_demo_output(tmp_path):
     with pytest.raises(ValueError, match="not a demo output"):
         run_demo(tmp_path, echo=lambda line: None)
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_demo_refuses_another_commands_output_before_any_step(tmp_path):
+    from pipeline.core.ownership import MARKER
+    from pipeline.toys.demo import run_demo
+
+    (tmp_path / MARKER).write_text(json.dumps({"project": "imagenetv2-hf", "command": "ingest", "version": "0.1.0"}))
+    (tmp_path / "candidates.parquet").write_bytes(b"PAR1")
+    lines = []
+    with pytest.raises(ValueError, match="it is an ingest output, not a demo output"):
+        run_demo(tmp_path, echo=lines.append)
+    assert lines == [] and (tmp_path / "candidates.parquet").read_bytes() == b"PAR1"
