@@ -27,6 +27,7 @@ from imagenetv2.classes import imagenet_classes  # noqa: E402
 from imagenetv2.features import imagenetv2_features  # noqa: E402
 from pipeline.__main__ import main  # noqa: E402
 from pipeline.evaluation import results as R  # noqa: E402
+from pipeline.evaluation.sampling import limit_sample  # noqa: E402
 from pipeline.core.export import ConfigExport, write_hub_folder  # noqa: E402
 
 torch = pytest.importorskip("torch", reason="the evaluate command needs the eval extra (torch, timm, transformers)")
@@ -106,22 +107,31 @@ def load_rows(output):
     return json.loads((output / R.RESULTS_JSON).read_text())["rows"]
 
 
-def dataset_labels(folder, config, split, n):
+def dataset_labels(folder, config, split):
+    """Every label of the split, in row order."""
     table = datasets.load_dataset(str(folder), config, split=split)
-    return np.asarray(table.select(range(n))["label"])
+    return np.asarray(table["label"])
 
 
-def assert_counts_match_predictions(output, row, labels):
+def scored_rows(all_labels, limit):
+    """The rows a run scores: all, or the --limit sample spread over the classes."""
+    return np.arange(len(all_labels)) if limit is None else limit_sample(all_labels, limit)
+
+
+def assert_counts_match_predictions(output, row, all_labels):
     """The row's counts and intervals, recomputed from its predictions file and the dataset's labels."""
     saved = R.read_predictions(output / row["predictions"])
     n = row["total"]
-    assert np.array_equal(saved["index"], np.arange(n))
-    assert np.array_equal(saved["label"], labels[:n])
+    rows = scored_rows(all_labels, row["limit"])
+    assert len(rows) == n
+    assert np.array_equal(saved["index"], rows)
+    labels = all_labels[rows]
+    assert np.array_equal(saved["label"], labels)
     assert saved["topk"].shape == (n, 5) and saved["topk_logits"].shape == (n, 5)
     assert all(len(set(r)) == 5 for r in saved["topk"].tolist())
     assert np.all(np.diff(saved["topk_logits"], axis=1) <= 0)  # best first
-    top1 = int((saved["topk"][:, 0] == labels[:n]).sum())
-    top5 = int((saved["topk"] == labels[:n, None]).any(axis=1).sum())
+    top1 = int((saved["topk"][:, 0] == labels).sum())
+    top5 = int((saved["topk"] == labels[:, None]).any(axis=1).sum())
     assert (row["top1_correct"], row["top5_correct"]) == (top1, top5)
     assert row["top1_accuracy"] == top1 / n and row["top5_accuracy"] == top5 / n
     for k, correct in (("top1", top1), ("top5", top5)):
@@ -150,9 +160,9 @@ def test_scores_imagenet_models_on_original_and_new(tmp_path, imagenet_original,
     assert [(r["model"], r["dataset"]) for r in rows] == [(m, d) for m in [*TIMM_IMAGENET, "tiny-vit"] for d in datasets_]
     assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
     labels = {
-        datasets_[0]: dataset_labels(imagenet_original, None, "validation", limit),
-        datasets_[1]: dataset_labels(imagenetv2_hub_folder, "matched-frequency", "test", limit),
-        datasets_[2]: dataset_labels(imagenetv2_hub_folder, "threshold-0.7", "test", limit),
+        datasets_[0]: dataset_labels(imagenet_original, None, "validation"),
+        datasets_[1]: dataset_labels(imagenetv2_hub_folder, "matched-frequency", "test"),
+        datasets_[2]: dataset_labels(imagenetv2_hub_folder, "threshold-0.7", "test"),
     }
     for row in rows:
         assert row["total"] == limit and row["limit"] == limit
@@ -201,7 +211,9 @@ def test_timm_predictions_match_timm_reference(tmp_path, imagenetv2_hub_folder, 
     torch.manual_seed(0)  # the record's default seed
     model = timm.create_model("test_resnet", pretrained=False).eval()
     transform = timm.data.create_transform(**timm.data.resolve_data_config({}, model=model))
-    table = datasets.load_dataset(str(imagenetv2_hub_folder), "top-images", split="test").select(range(limit))
+    table = datasets.load_dataset(str(imagenetv2_hub_folder), "top-images", split="test")
+    assert np.array_equal(saved["index"], limit_sample(table["label"], limit))
+    table = table.select(saved["index"])
     images = torch.stack([transform(Image.open(io.BytesIO(x["bytes"])).convert("RGB")) for x in table.cast_column("image", datasets.Image(decode=False))["image"]])
     with torch.inference_mode():
         reference = model(images).numpy()
@@ -248,7 +260,7 @@ def test_cifar_fit_across_models(tmp_path, cifar10_original, cifar10_1_hub_folde
         probit = fits[new]["probit"]
         assert probit["status"] == "ok"
         assert probit["slope"] == pytest.approx(np.polyfit(ndtri(x), ndtri(y), 1)[0], rel=1e-9)
-    labels = dataset_labels(cifar10_1_hub_folder, "v4", "test", 2021)
+    labels = dataset_labels(cifar10_1_hub_folder, "v4", "test")
     for row in rows:
         if row["dataset"] == "hub:v4@test":
             assert_counts_match_predictions(output, row, labels)
@@ -256,7 +268,7 @@ def test_cifar_fit_across_models(tmp_path, cifar10_original, cifar10_1_hub_folde
 
 
 def test_resume_after_an_interrupted_run(tmp_path, monkeypatch, imagenet_original, imagenetv2_hub_folder, hf_cache, capsys):
-    from pipeline.evaluation import runner
+    from pipeline.evaluation import jobs as runner
 
     output = tmp_path / "eval"
 
@@ -339,7 +351,7 @@ def test_failures_and_label_space_mismatches_are_error_rows(tmp_path, imagenet_o
 
 
 def test_out_of_memory_retries_with_half_the_batch(tmp_path, monkeypatch, imagenet_original, imagenetv2_hub_folder, hf_cache):
-    from pipeline.evaluation import runner
+    from pipeline.evaluation import jobs as runner
 
     def run(output, *extra):
         return run_cli(
@@ -376,7 +388,7 @@ def test_out_of_memory_retries_with_half_the_batch(tmp_path, monkeypatch, imagen
 
 
 def test_out_of_memory_at_batch_size_one_is_an_error_row(tmp_path, monkeypatch, imagenet_original, imagenetv2_hub_folder, hf_cache):
-    from pipeline.evaluation import runner
+    from pipeline.evaluation import jobs as runner
 
     real_load_model = runner.load_model
 

@@ -35,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("datasets")
     data.add_argument("--original", required=True, metavar="DATASET", help="the original test set")
     data.add_argument("--new", action="append", required=True, metavar="DATASET", help="a new test set (repeatable)")
-    data.add_argument("--limit", type=int, metavar="N", help="score only the first N images of each dataset")
+    data.add_argument("--limit", type=int, metavar="N",
+                      help="score a sample of N images of each dataset: rows spread over the classes, chosen with a "
+                           "fixed seed, the same for every model and every re-run (default: all images)")
     data.add_argument("--cache-dir", help="datasets cache folder (default: the datasets default)")
     run = parser.add_argument_group("running")
     run.add_argument("--output", required=True, metavar="DIR", help="output folder (re-runs resume in it)")
@@ -47,17 +49,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="DataLoader worker processes (default: %(default)s)")
     run.add_argument("--no-draft", action="store_true",
                      help="decode JPEGs at full size (bit-exact with the reference preprocessing; slower)")
-    run.add_argument("--n-bootstrap", type=int, default=100_000, help="bootstrap resamples for the fit intervals")
+    run.add_argument("--n-bootstrap", type=int, default=100_000,
+                     help="bootstrap resamples for the fit intervals, 0 for none (default: %(default)s)")
+    run.add_argument("--decode", default="workers", choices=("workers", "device"),
+                     help="decode JPEGs in the CPU workers, or in batches on the GPU with nvJPEG (default: %(default)s)")
+    run.add_argument("--cache-memory", type=float, default=4.0, metavar="GIB",
+                     help="decoded images kept in memory for models that share preprocessing; beyond it they are "
+                          "memory-mapped under OUTPUT/cache (default: %(default)s GiB)")
+    run.add_argument("--no-cache", action="store_true",
+                     help="remove OUTPUT/cache (decoded images kept for re-runs) when done")
     run.add_argument("--ray", metavar="ADDRESS", help="run jobs as Ray tasks: 'local' or a cluster address")
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.evaluation.datasets_spec import parse_dataset_spec
+    from pipeline.evaluation.extra import require_eval_extra
     from pipeline.evaluation.models import load_model_file, parse_model_spec
     from pipeline.evaluation.runner import Options, evaluate
 
     try:
+        require_eval_extra()
         records = [parse_model_spec(s) for s in args.model]
         if args.label_map:
             for r in records:
@@ -80,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
             cache_dir=args.cache_dir,
             n_bootstrap=args.n_bootstrap,
             progress=not args.no_progress,
+            decode=args.decode,
+            cache_memory=args.cache_memory,
+            cache=not args.no_cache,
         )
         summary = evaluate(records, original, new, options, ray_address=args.ray)
     except ValueError as e:

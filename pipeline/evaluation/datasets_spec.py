@@ -55,6 +55,27 @@ class DatasetSpec:
         return base + (f":{self.config}" if self.config else "") + f"@{split}"
 
 
+def looks_like_local_path(path: str) -> bool:
+    """Whether ``path`` means a local folder: it starts with ``.``, ``/`` or ``~``, or its parent folder exists.
+
+    >>> looks_like_local_path("./imagenetv2"), looks_like_local_path("~/sets/v2"), looks_like_local_path("ILSVRC/imagenet-1k")
+    (True, True, False)
+    """
+    if path.startswith((".", "/", "~")):
+        return True
+    parent = Path(path).parent
+    return parent != Path(".") and parent.is_dir()
+
+
+def check_local_path(path: str, what: str) -> None:
+    """Refuse a local-looking ``path`` that does not exist (instead of asking the Hub for it)."""
+    if looks_like_local_path(path) and not Path(path).expanduser().exists():
+        raise ValueError(
+            f"{what}: no such folder {path!r} (a path starting with '.', '/' or '~', or inside an existing folder, "
+            "is read from disk, not the Hub); check the path"
+        )
+
+
 def _looks_like_hub_id(path: str) -> bool:
     return re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", path) is not None and not path.startswith(".")
 
@@ -95,12 +116,16 @@ def parse_dataset_spec(text: str) -> DatasetSpec:
     for name, value in (("config", config), ("split", split)):
         if value is not None and not _NAME.match(value):
             raise ValueError(f"{name} {value!r} in dataset spec {text!r} may not contain '/', ':' or '@'")
+    if rest.startswith("~"):
+        rest = str(Path(rest).expanduser())
     return DatasetSpec(text, rest, config, split)
 
 
 def resolve_split(spec: DatasetSpec, cache_dir: Optional[str] = None) -> str:
     """The split to use: the one given (if it exists), else ``test``, else the only one."""
     import datasets
+
+    check_local_path(spec.path, f"dataset {spec.text!r}")
 
     try:
         splits = list(datasets.get_dataset_split_names(spec.path, spec.config, cache_dir=cache_dir))
@@ -129,6 +154,16 @@ class LoadedDataset:
     label_column: str
     class_names: list[str]
     num_rows_total: int  # before --limit
+    rows: Optional[list] = None  # the split rows scored (--limit: a sample spread over the classes); None: all
+
+    def __post_init__(self):
+        if self.rows is None:
+            self.rows = list(range(self.num_rows_total))
+
+    @property
+    def fingerprint(self) -> str:
+        """What identifies the loaded table (datasets' fingerprint of its files)."""
+        return str(getattr(self.table, "_fingerprint", ""))
 
     @property
     def name(self) -> str:
@@ -163,8 +198,11 @@ def find_columns(features, spec_text: str = "the dataset") -> tuple[str, str, li
 def load_for_scoring(
     spec: DatasetSpec, split: str, limit: Optional[int] = None, cache_dir: Optional[str] = None
 ) -> LoadedDataset:
-    """Open ``spec``'s ``split`` with ``datasets.load_dataset``; keep the first ``limit`` rows if given."""
+    """Open ``spec``'s ``split`` with ``datasets.load_dataset``; with ``limit``, score a sample of that
+    many rows spread over the classes (:func:`.sampling.limit_sample`)."""
     import datasets
+
+    from .sampling import limit_sample
 
     if limit is not None and limit < 1:
         raise ValueError(f"--limit must be a positive number of images, got {limit}")
@@ -174,8 +212,9 @@ def load_for_scoring(
         raise ValueError(f"cannot load dataset {spec.text!r} (split {split!r}): {e}") from e
     image, label, names = find_columns(table.features, repr(spec.text))
     total = table.num_rows
+    rows = list(range(total))
     if limit is not None and limit < total:
-        table = table.select(range(limit))
-    logger.info("dataset %s: %d of %d rows, %d classes", spec.text, table.num_rows, total, len(names))
-    return LoadedDataset(spec, split, table, image, label, names, total)
+        rows = limit_sample(table[label], limit).tolist()
+    logger.info("dataset %s: %d of %d rows, %d classes", spec.text, len(rows), total, len(names))
+    return LoadedDataset(spec, split, table, image, label, names, total, rows)
 

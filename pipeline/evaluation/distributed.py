@@ -39,7 +39,7 @@ def _task(job, options):
     """The body of one Ray task (runs in a worker process)."""
     import logging as _logging
 
-    from .runner import evaluate_job
+    from .jobs import evaluate_job
 
     _logging.basicConfig(level=_logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     return evaluate_job(job, options)
@@ -63,7 +63,7 @@ def run_with_ray(jobs: Sequence, options, address: str, on_result: Callable) -> 
     """Submit every job as a task and hand each result to ``on_result(job, row, arrays)`` as it lands."""
     import ray
 
-    from .runner import error_row
+    from .jobs import error_row
 
     started = init_ray(address)
     try:

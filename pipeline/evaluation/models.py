@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from .datasets_spec import check_local_path
+
 logger = logging.getLogger(__name__)
 
 SOURCES = ("timm", "hf")
@@ -56,6 +58,8 @@ class ModelRecord:
             raise ValueError(f"kwargs of model {self.name!r} must be a mapping, got {self.kwargs!r}")
         if kind == "hf" and (self.kwargs or self.checkpoint):
             raise ValueError(f"model {self.name!r}: kwargs and checkpoint apply to timm models only")
+        if kind == "hf":
+            check_local_path(target, f"model source {self.source!r}")
 
     @property
     def kind(self) -> str:
@@ -157,14 +161,46 @@ class LoadedModel:
     pretrained: bool
 
 
-def load_model(record: ModelRecord, *, pretrained: bool = True, draft: bool = True) -> LoadedModel:
+def load_model(record: ModelRecord, *, pretrained: bool = True, draft: bool = True, decode_on: str = "workers") -> LoadedModel:
     """Build ``record``'s model on the CPU in eval mode, with its preprocessing and label names."""
     if record.kind == "timm":
-        return _load_timm(record, pretrained if record.pretrained is None else record.pretrained, draft)
+        return _load_timm(record, pretrained if record.pretrained is None else record.pretrained, draft, decode_on)
     return _load_hf(record, draft)
 
 
-def _load_timm(record: ModelRecord, pretrained: bool, draft: bool) -> LoadedModel:
+def preprocessing_key(record: ModelRecord, *, draft: bool = True, decode_on: str = "workers") -> Optional[str]:
+    """The key of ``record``'s preprocessing without loading its weights (None if it cannot be told).
+
+    timm models are built on torch's ``meta`` device (no memory, no weights) for their resolved
+    data config; transformers models read their saved image processor.
+    """
+    try:
+        if record.kind == "timm":
+            import timm
+            import torch
+            from timm.data import resolve_data_config
+
+            from .inputs import timm_preprocessing
+
+            kwargs = {k: v for k, v in record.kwargs.items() if k != "checkpoint_path"}
+            with torch.device("meta"):
+                module = timm.create_model(record.target, pretrained=False, **kwargs)
+            return timm_preprocessing(resolve_data_config({}, model=module), draft=draft, decode_on=decode_on).key()
+        from transformers import AutoImageProcessor
+
+        from .inputs import ProcessorTransform
+
+        return ProcessorTransform(AutoImageProcessor.from_pretrained(_hf_target(record)), draft=draft).key()
+    except Exception as e:  # noqa: BLE001 - the model then decodes for itself (and fails when loaded, if it must)
+        logger.debug("no preprocessing key for %s: %s: %s", record.name, type(e).__name__, e)
+        return None
+
+
+def _hf_target(record: ModelRecord) -> str:
+    return str(Path(record.target).expanduser()) if record.target.startswith("~") else record.target
+
+
+def _load_timm(record: ModelRecord, pretrained: bool, draft: bool, decode_on: str = "workers") -> LoadedModel:
     import timm
     import torch
     from timm.data import ImageNetInfo, infer_imagenet_subset, resolve_data_config
@@ -193,7 +229,7 @@ def _load_timm(record: ModelRecord, pretrained: bool, draft: bool) -> LoadedMode
     data_config = resolve_data_config({}, model=module)
     return LoadedModel(
         record, module, module, num_outputs, list(names) if names else None, source,
-        timm_preprocessing(data_config, draft=draft), pretrained,
+        timm_preprocessing(data_config, draft=draft, decode_on=decode_on), pretrained,
     )
 
 
@@ -203,8 +239,8 @@ def _load_hf(record: ModelRecord, draft: bool) -> LoadedModel:
     from .inputs import ProcessorTransform
 
     try:
-        module = AutoModelForImageClassification.from_pretrained(record.target)
-        processor = AutoImageProcessor.from_pretrained(record.target)
+        module = AutoModelForImageClassification.from_pretrained(_hf_target(record))
+        processor = AutoImageProcessor.from_pretrained(_hf_target(record))
     except Exception as e:
         raise RuntimeError(
             f"transformers could not load {record.target!r} as AutoModelForImageClassification with an "
