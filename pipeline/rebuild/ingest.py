@@ -26,10 +26,12 @@ item (JSON) or row (Parquet): duplicate ids, unknown wnids, images no table know
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import logging
 import os
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Optional, Sequence, Union
@@ -41,6 +43,8 @@ from pipeline.core.ownership import check_output_dir, owned_directory
 from pipeline.rebuild.image_store import IMAGE_SUFFIXES, image_store_from_folder, image_store_from_table  # noqa: F401 (re-exported)
 from pipeline.rebuild.pool import INGEST_REPORT, POOL_FILES, Pool, load_pool  # noqa: F401 (re-exported)
 from pipeline.rebuild.records import RecordError, not_utf8, read_records
+from pipeline.rebuild.stored_images import drop_failed, written_by_download
+from pipeline.rebuild.stored_images import image_table as stored_image_table
 from pipeline.rebuild.tables import STATUSES, from_rows, write_table
 
 logger = logging.getLogger(__name__)
@@ -66,10 +70,26 @@ class IngestError(RecordError):
     """An input record is invalid; the message names the file and the record."""
 
 
-def _valid_wnids() -> Mapping[str, int]:
-    from imagenetv2.classes import wnid_to_index
+# The class list of the running ingest (--classes; None = ImageNet-1k), set by _using_class_list.
+_CLASS_LIST: ContextVar = ContextVar("ingest_class_list", default=None)
 
-    return wnid_to_index()
+
+def _valid_wnids():
+    from pipeline.rebuild.classes import imagenet_1k
+
+    return _CLASS_LIST.get() or imagenet_1k()
+
+
+def _using_class_list(function):
+    @functools.wraps(function)
+    def wrapper(*args, classes=None, **kwargs):
+        token = _CLASS_LIST.set(classes)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _CLASS_LIST.reset(token)
+
+    return wrapper
 
 
 def _int_or_none(value, field: str, where: str):
@@ -83,10 +103,11 @@ def _int_or_none(value, field: str, where: str):
 
 
 def _check_wnid(wnid, where: str) -> str:
-    if wnid not in _valid_wnids():
+    classes = _valid_wnids()
+    if wnid not in classes:
         raise IngestError(
-            f"{where}: unknown wnid {wnid!r}; wnids must be one of the 1000 ImageNet classes "
-            f"(WordNet ids like n01440764, see imagenetv2/data/class_info.json)"
+            f"{where}: unknown wnid {wnid!r}; wnids must be one of the {len(classes)} classes of the class list "
+            f"{classes.source} (pass --classes FILE for another class list)"
         )
     return wnid
 
@@ -285,6 +306,7 @@ def read_results(paths: Sequence[PathLike], known_images: set, *, strict: bool =
     return collector.table()
 
 
+@_using_class_list  # ingest(..., classes=ClassList): the class list the wnids must belong to (default ImageNet-1k)
 def ingest(
     output: PathLike,
     *,
@@ -307,7 +329,7 @@ def ingest(
     output = Path(output)
     inputs = [candidates, originals, *results, images, *tasks]
     check_output_dir(output, "ingest", inputs=inputs)
-    candidate_table = read_candidates(candidates)
+    candidate_table, failed_downloads = drop_failed(read_candidates(candidates), images)  # left out, with their reasons in the store
     original_table = read_originals(originals)
     candidate_ids = set(candidate_table.column("candidate_id").to_pylist())
     original_ids = set(original_table.column("image_id").to_pylist())
@@ -322,6 +344,8 @@ def ingest(
     annotations = read_results(results, candidate_ids | original_ids, strict=strict, key=key)
     image_table = _image_store(images, candidate_ids, output)
     report = _ingest_report(candidate_table, original_table, annotations, image_table, candidates, originals, results, images)
+    report["failed_downloads"] = failed_downloads
+    report["classes"] = Path(_valid_wnids().source).name
     if key is not None:  # each worker's accuracy on the hidden controls (for selection-frequency's worker filter)
         report["worker_control_accuracy"] = key.tally.rows()
     with owned_directory(output, "ingest", inputs=inputs) as tmp:
@@ -341,6 +365,8 @@ def _image_store(images: Optional[PathLike], candidate_ids: set, output: Path) -
             return from_rows([], "images")
         if Path(images).is_file() and Path(images).suffix.lower() == ".parquet":
             return image_store_from_table(images, candidate_ids)
+        if written_by_download(images):  # the store of `download`: the annotation copies
+            return stored_image_table(images, candidate_ids, output)
         return image_store_from_folder(images, candidate_ids, output)
     except IngestError:
         raise

@@ -70,7 +70,7 @@ SOURCE_FIELDS: tuple[Column, ...] = (
 TABLES: dict[str, tuple[Column, ...]] = {
     "candidates": (
         Column("candidate_id", pa.string(), False, "40-hex SHA-1 id (``id_ours`` in the search records); unique"),
-        Column("wnid", pa.string(), False, "the class the candidate was found for (one of the 1000 WordNet ids)"),
+        Column("wnid", pa.string(), False, "the class the candidate was found for (an id of the class list, ImageNet-1k by default)"),
     )
     + SOURCE_FIELDS,
     "originals": (
