@@ -38,8 +38,8 @@ from typing import Iterator, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
 
-from pipeline.core.integrity import file_digest
 from pipeline.core.ownership import check_output_dir, owned_directory
+from pipeline.rebuild.ingest_report import ingest_report as _ingest_report
 from pipeline.rebuild.image_store import IMAGE_SUFFIXES, image_store_from_folder, image_store_from_table  # noqa: F401 (re-exported)
 from pipeline.rebuild.pool import INGEST_REPORT, POOL_FILES, Pool, load_pool  # noqa: F401 (re-exported)
 from pipeline.rebuild.records import RecordError, not_utf8, read_records
@@ -372,30 +372,3 @@ def _image_store(images: Optional[PathLike], candidate_ids: set, output: Path) -
         raise
     except RecordError as e:
         raise IngestError(str(e)) from None
-
-
-def _ingest_report(candidates, originals, annotations, images, *inputs) -> dict:
-    import pyarrow.compute as pc
-
-    by_assignment = annotations.group_by(["assignment_id", "status"]).aggregate([])
-    statuses = {s: 0 for s in STATUSES}
-    for status in by_assignment.column("status").to_pylist():
-        statuses[status] += 1
-    shown = set(annotations.column("image_id").unique().to_pylist())
-    candidate_ids = candidates.column("candidate_id").to_pylist()
-    with_image = set(images.column("candidate_id").to_pylist())
-    candidates_path, originals_path, results_paths, images_folder = inputs
-    files = [candidates_path, originals_path, *results_paths]
-    return {
-        "candidates": candidates.num_rows,
-        "originals": originals.num_rows,
-        "assignments": {"total": by_assignment.num_rows, **statuses},
-        "workers": pc.count_distinct(annotations.column("worker_id")).as_py(),
-        "tasks": pc.count_distinct(annotations.column("hit_id")).as_py(),
-        "annotation_rows": annotations.num_rows,
-        "candidates_never_shown": sum(1 for c in candidate_ids if c not in shown),
-        "image_files": images.num_rows,
-        "candidates_without_image": sum(1 for c in candidate_ids if c not in with_image),
-        "inputs": {Path(p).name: file_digest(p).sha256 for p in files},
-        "images_folder": None if images_folder is None else Path(images_folder).name,
-    }
