@@ -64,6 +64,29 @@ def load_results(paths: Iterable[Path]) -> tuple[list[dict], dict[tuple[str, str
     return list(rows.values()), folders
 
 
+def result_row(model: str, dataset: str, role: str, correct: int, total: int, top5_correct: Optional[int] = None,
+               confidence_level: float = 0.95) -> dict:
+    """A result row in ``evaluate``'s format from raw counts: the entry point for scores made elsewhere.
+
+    >>> row = result_row("m", "cifar10@test", "original", 9_000, 10_000)
+    >>> row["top1_accuracy"], round(row["top1_ci_low"], 4), row["top5_correct"]
+    (0.9, 0.894, None)
+    """
+    from metrics.clopper_pearson_accuracy.clopper_pearson_accuracy import clopper_pearson_interval
+
+    from .results import make_row
+
+    if role not in ("original", "new"):
+        raise ValueError(f"role must be 'original' or 'new'; got {role!r}")
+    values = {"model": model, "source": "", "dataset": dataset, "dataset_spec": dataset, "role": role, "status": "ok", "error": "",
+              "total": total, "confidence_level": confidence_level}
+    for k, count in ((1, correct), (5, top5_correct)):
+        if count is not None:
+            low, high = clopper_pearson_interval(count, total, confidence_level)
+            values |= {f"top{k}_correct": count, f"top{k}_accuracy": count / total, f"top{k}_ci_low": low, f"top{k}_ci_high": high}
+    return make_row(**values)
+
+
 def split_roles(rows: Sequence[Mapping]) -> tuple[str, list[str]]:
     """The original dataset and the new datasets (in first-seen order) of the rows."""
     originals = list(dict.fromkeys(r["dataset"] for r in rows if r.get("role") == "original"))

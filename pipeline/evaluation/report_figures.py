@@ -20,6 +20,7 @@ import numpy as np
 from .results import slug
 
 LABEL_AT_MOST = 12
+MIN_BIN_IMAGES = 10  # selection-frequency bins with fewer images are left out of the figure (the table keeps them)
 ACCURACY_TICKS = (0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
 
 
@@ -171,14 +172,14 @@ def plot_selection_frequency(path: Path, bins: Mapping) -> Path:
                 entry = next((e for e in bins["models"] if e["model"] == model and e["dataset"] == role), None)
                 if entry is None:
                     continue
-                acc = np.array([b["accuracy"] if b["total"] else np.nan for b in entry["bins"]])
+                acc = np.array([b["accuracy"] if b["total"] >= MIN_BIN_IMAGES else np.nan for b in entry["bins"]])
                 ax.plot(centres, 100 * acc, style, marker="o", ms=2 if many else 4, lw=0.5 if many else 1.2,
                         color="0.6" if many else f"C{i % 10}", alpha=0.5 if many else 1.0,
                         label=None if many else f"{model} ({'original' if role == bins['original'] else 'new'})")
         ax.set_xticks(centres, labels, fontsize=7)
         ax.set_xlabel("selection frequency bin", fontsize=8)
         ax.set_ylabel("top-1 accuracy (%)", fontsize=8)
-        ax.set_title(f"{dataset} (solid) and {bins['original']} (dashed)", fontsize=8)
+        ax.set_title(f"{dataset} (solid) and {bins['original']} (dashed); bins of ≥ {MIN_BIN_IMAGES} images", fontsize=8)
         ax.grid(alpha=0.3)
         if not many:
             ax.legend(fontsize=6)

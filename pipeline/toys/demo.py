@@ -275,13 +275,18 @@ def run_demo(
         loaded = _load_sets(tmp / "sets" / "hub", echo)
 
         steps(f"evaluating {len(CLASSIFIERS)} classifiers on the originals and the new sets")
-        rows, fits = _evaluate(original_images, pool, codes, loaded, n_bootstrap)
+        rows, fits, correct = _evaluate(original_images, pool, codes, loaded, n_bootstrap)
         sets = _set_summary(pool, loaded, revisions)
 
-        steps("results: table, results.json, accuracy.png")
+        steps("results: table, results.json, accuracy.png, and `report` on the evaluation")
         _write_results(tmp, rows, fits, sets, echo)
+        from pipeline.toys.demo_report import write_demo_report
+
+        image_ids = {"original": list(pool.original_ids)} | {rule: ds["candidate_id"] for rule, ds in loaded.items()}
+        write_demo_report(tmp / "report", rows, correct, image_ids, tmp / "pool", n_bootstrap=n_bootstrap, echo=echo)
         seconds = steps.finish()
     echo(f"demo finished in {seconds:.0f} s; outputs in {output}/")
+    echo(f"report: {output / 'report' / 'report.md'} (tables), {output / 'report' / 'report.json'}; figures in {output / 'report' / 'figures'}/")
     return DemoResult(output, rows, fits, seconds)
 
 
@@ -334,17 +339,19 @@ def _evaluate(original_images: list[bytes], pool: SyntheticPool, codes: np.ndarr
         sets[rule] = (np.stack([features_of_jpeg(im["bytes"]) for im in images]), np.asarray(table.column("label").to_pylist()))
     full_codes = np.full((1000, codes.shape[1]), 1e6)  # classes outside the pool are never predicted
     full_codes[_imagenet_index(pool.wnids)] = codes
-    rows = []
+    rows, correct = [], {}
     for classifier in CLASSIFIERS:
         for name, (features, labels) in sets.items():
-            result = cpa.accuracy_counts(classifier.predict(features, full_codes).tolist(), labels.tolist())
+            predicted = classifier.predict(features, full_codes)
+            correct[(classifier.name, name)] = predicted == labels  # per image, for the report's selection-frequency bins
+            result = cpa.accuracy_counts(predicted.tolist(), labels.tolist())
             rows.append({"classifier": classifier.name, "set": name, **{k: result[k] for k in ("accuracy", "ci_low", "ci_high", "correct", "total")}})
     fits = {}
     for rule in loaded:
         original = [r["accuracy"] for r in rows if r["set"] == "original"]
         new = [r["accuracy"] for r in rows if r["set"] == rule]
         fits[rule] = cpa.linear_fit(original, new, n_bootstrap=n_bootstrap, seed=0)
-    return rows, fits
+    return rows, fits, correct
 
 
 def _set_summary(pool: SyntheticPool, loaded: dict, revisions: dict) -> dict:
