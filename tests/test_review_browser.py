@@ -124,12 +124,14 @@ def _review_class_page(driver, url, first, third):
 
 
 def _save_screenshot(driver, path: Path) -> Path:
-    driver.execute_script("document.getElementById('toast').className = 'toast'")
+    driver.execute_script("document.getElementById('toast').style.display = 'none'")
     driver.save_screenshot(str(path))
+    driver.execute_script("document.getElementById('toast').style.display = ''")
     return path
 
 
 def test_review_in_browser_then_sample_replaces_the_rejected_images(server, browser, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
 
     world, url, review = server
@@ -138,6 +140,9 @@ def test_review_in_browser_then_sample_replaces_the_rejected_images(server, brow
     first, third = class_a[0], class_a[2]
 
     _review_class_page(browser, url, first, third)
+    ActionChains(browser).send_keys("i").perform()  # the selected image's metadata
+    panel = _wait(browser, lambda d: d.find_element(By.ID, "info-panel") if d.find_element(By.ID, "info-panel").is_displayed() else None)
+    assert "sunset hill" in panel.text and third in panel.text and "open on Flickr" in panel.text
     _save_screenshot(browser, tmp_path / "review-class.png")
 
     browser.refresh()  # a reload shows the saved state
@@ -147,6 +152,9 @@ def test_review_in_browser_then_sample_replaces_the_rejected_images(server, brow
     assert browser.find_element(By.ID, "toggle-reviewed").get_attribute("aria-pressed") == "true"
     marked = browser.find_elements(By.CSS_SELECTOR, "article.card.marked")
     assert sorted(c.get_attribute("data-id") for c in marked) == sorted([first, third])
+    ActionChains(browser).send_keys(".").perform()  # the next class
+    _wait(browser, lambda d: d.find_element(By.ID, "class-name").text.startswith("goldfish"))
+    assert browser.execute_script("return location.hash") == f"#{WNIDS[1]}"
 
     # the near-duplicate page opens on the first candidate to review: the planted copy of an original
     browser.get(f"{url}/near-duplicates")

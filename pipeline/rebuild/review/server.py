@@ -138,7 +138,9 @@ class ReviewApp:
                 {"reference_id": n.reference_id, "source": n.reference_source, "rank": n.rank, "distance": n.distance,
                  "below_threshold": threshold is not None and n.distance <= threshold, "decision": decisions.get(n.reference_id),
                  "available": self.session.store.has("reference", n.reference_id)} for n in shown]}
-        return JSONResponse({"candidate_id": cid, "wnid": self.session.metadata.get(cid, {}).get("wnid"), "metrics": metrics,
+        wnid = self.session.metadata.get(cid, {}).get("wnid")
+        name = self.session.classes.name(wnid) if wnid in self.session.classes else wnid
+        return JSONResponse({"candidate_id": cid, "wnid": wnid, "class_name": name, "metrics": metrics,
                              "metadata": self.session.metadata.get(cid, {}), "status": nd.status(cid, reviewed)})
 
     async def pair(self, request: Request) -> JSONResponse:

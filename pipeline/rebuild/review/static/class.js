@@ -59,7 +59,9 @@ function markLabel(mark) {
 
 function metadataRows(meta, id) {
   const rows = [["candidate", id]];
-  const fields = [["search query", meta.search_key], ["taken", meta.date_taken], ["uploaded", meta.date_upload_search_engine],
+  const uploaded = /^\d{9,10}$/.test(String(meta.date_upload_search_engine || ""))  // Flickr gives seconds since 1970
+    ? new Date(Number(meta.date_upload_search_engine) * 1000).toISOString().slice(0, 19).replace("T", " ") : meta.date_upload_search_engine;
+  const fields = [["search query", meta.search_key], ["taken", meta.date_taken], ["uploaded", uploaded],
     ["selection frequency", meta.selection_frequency !== undefined ? `${formatDistance(meta.selection_frequency)} (${meta.num_annotations} annotations)` : null],
     ["size", meta.width ? `${meta.width} × ${meta.height}` : null], ["photo id", meta.id_search_engine]];
   for (const [k, v] of fields) if (v !== null && v !== undefined && v !== "") rows.push([k, String(v)]);

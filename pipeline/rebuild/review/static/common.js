@@ -22,7 +22,7 @@ export function el(tag, attrs = {}, ...children) {
     else if (key === "text") node.textContent = value;
     else node.setAttribute(key, value === true ? "" : value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child !== null && child !== undefined) node.append(child);
   }
   return node;

@@ -53,7 +53,7 @@ function render() {
     el("div", {class: "frame big"}, el("img", {src: imageUrl("candidate", d.candidate_id), alt: d.candidate_id})),
     el("div", {},
       el("h1", {text: "Candidate"}), el("code", {text: d.candidate_id}),
-      el("p", {class: "muted", text: [meta.wnid, meta.search_key && `query “${meta.search_key}”`, meta.selection_frequency !== undefined && `selection frequency ${meta.selection_frequency}`].filter(Boolean).join(" · ")}),
+      el("p", {class: "muted", text: [d.class_name && `${d.class_name} (${meta.wnid})`, meta.search_key && `query “${meta.search_key}”`, meta.selection_frequency !== undefined && `selection frequency ${meta.selection_frequency}`].filter(Boolean).join(" · ")}),
       el("ul", {class: "status"}, Object.entries(d.status).map(([m, s]) => el("li", {class: s.sufficient ? "done" : "pending",
         text: `${METRIC_NAMES[m] || m}: ${s.sufficient ? "sufficiently reviewed" : `${s.unreviewed_below_threshold} neighbour(s) under the threshold to review`}`}))),
       el("button", {id: "next-unfinished", onclick: () => next(true)}, "next not yet reviewed ", kbd("]"))));
