@@ -136,18 +136,7 @@ def sample_revision(
 
     # restrict to the classes sampled (near-duplicates above were resolved on the whole pool)
     class_wnids = np.asarray(config.class_wnids)
-    wnid_array = np.asarray(wnids)
-    position = np.searchsorted(class_wnids, wnid_array).clip(0, len(class_wnids) - 1)
-    keep = class_wnids[position] == wnid_array
-    arrays = CandidateArrays(
-        class_index=position[keep],
-        selection_frequency=sf[keep],
-        num_annotations=shown[keep],
-        blacklisted=blacklisted[keep],
-        near_duplicate=near_duplicate[keep],
-        review_finished=None if finished is None else finished[keep],
-        in_previous=None if in_previous is None else in_previous[keep],
-    )
+    keep, arrays = _restrict_to_classes(class_wnids, wnids, sf, shown, blacklisted, near_duplicate, finished, in_previous)
     rng = np.random.default_rng(config.seed)
     originals = _originals(pool, selection_frequencies, class_wnids)
     from pipeline.rebuild.selection_prior import posterior_inputs  # --match-on posterior: bin estimated true frequencies
@@ -171,6 +160,22 @@ def sample_revision(
     if prior is not None:
         report["selection_prior"] = prior
     return SampleOutput(revision, report, decisions)
+
+
+def _restrict_to_classes(class_wnids, wnids, sf, shown, blacklisted, near_duplicate, finished, in_previous):
+    """The mask of the candidates of the sampled classes, and their arrays for the rules."""
+    wnid_array = np.asarray(wnids)
+    position = np.searchsorted(class_wnids, wnid_array).clip(0, len(class_wnids) - 1)
+    keep = class_wnids[position] == wnid_array
+    return keep, CandidateArrays(
+        class_index=position[keep],
+        selection_frequency=sf[keep],
+        num_annotations=shown[keep],
+        blacklisted=blacklisted[keep],
+        near_duplicate=near_duplicate[keep],
+        review_finished=None if finished is None else finished[keep],
+        in_previous=None if in_previous is None else in_previous[keep],
+    )
 
 
 @dataclass(frozen=True)
@@ -318,10 +323,7 @@ def sample_stage(
                           near_duplicate_overrides=near_duplicate_overrides, near_duplicate_review=near_duplicate_review,
                           starting_from=starting_from)
     inputs.update(review_folder.input_files() if review_folder is not None else {})
-    revision_path, report_path, decisions_path = output_paths(output)
-    outputs = [decisions_path, report_path, revision_path]  # the revision, which names the others, last
-    for path in outputs:
-        check_output_file(path, "sample", inputs=inputs.values())
+    outputs = _checked_outputs(output, inputs)
     loaded = load_pool(pool, ("candidates", "originals"))
     sf_path = inputs["selection_frequencies"]
     if not sf_path.is_file():
@@ -331,31 +333,39 @@ def sample_stage(
     if review_folder is not None:
         blacklisted, pairs = review_folder.merged(blacklisted, pairs)
     result = sample_revision(
-        loaded,
-        read_table(sf_path, "selection_frequencies"),
-        config,
-        output_filename=output.name,
+        loaded, read_table(sf_path, "selection_frequencies"), config, output_filename=output.name,
         blacklist=blacklisted,
         near_duplicates=pairs,
         near_duplicate_overrides=read_id_list(near_duplicate_overrides) if near_duplicate_overrides is not None else (),
         near_duplicate_review=read_review(near_duplicate_review) if near_duplicate_review is not None else None,
         previous=load_revision(starting_from) if starting_from is not None else None,
-        time_string=time_string,
-        username=username,
+        time_string=time_string, username=username,
     )
     result.report["inputs"] = {name: {"file": p.name, "sha256": file_digest(p).sha256} for name, p in inputs.items() if p.is_file()}
     if review_folder is not None:
         previous = load_revision(starting_from) if starting_from is not None else None
         result.report["review"] = review_folder.report(previous, result.revision, result.decisions)
+    _write_outputs(result, outputs, inputs)
+    return result
+
+
+def _checked_outputs(output: Path, inputs: Mapping[str, Path]) -> list[Path]:
+    """The decisions, report and revision paths, checked (before any work) to be writable by ``sample``."""
+    revision_path, report_path, decisions_path = output_paths(output)
+    outputs = [decisions_path, report_path, revision_path]  # the revision, which names the others, last
+    for path in outputs:
+        check_output_file(path, "sample", inputs=inputs.values())
+    return outputs
+
+
+def _write_outputs(result: SampleOutput, outputs: Sequence[Path], inputs: Mapping[str, Path]) -> None:
     with owned_files(outputs, "sample", inputs=inputs.values()) as (decisions_tmp, report_tmp, revision_tmp):
         write_table(result.decisions, decisions_tmp)
         report_tmp.write_text(json.dumps(result.report, indent=2) + "\n", encoding="utf-8")
         revision_tmp.write_text(result.revision.dumps(), encoding="utf-8")
-    logger.info(
-        "%s: %d images, valid=%s, exclusions %s, %d upward",
-        revision_path.name, result.report["images"], result.report["is_valid"], result.report["exclusions"], result.report["upward_sampled"],
-    )
-    return result
+    report = result.report
+    logger.info("%s: %d images, valid=%s, exclusions %s, %d upward",
+                outputs[-1].name, report["images"], report["is_valid"], report["exclusions"], report["upward_sampled"])
 
 
 def _input_paths(pool: PathLike, selection_frequencies: Optional[PathLike], **optional: Optional[PathLike]) -> dict[str, Path]:
