@@ -198,8 +198,12 @@ def selection_frequency_stage(
     output: Optional[PathLike] = None,
     *,
     min_control_accuracy: Optional[float] = None,
+    classes=None,
 ) -> tuple[Path, dict]:
     """The ``selection-frequency`` stage: read the pool, write the table and its report atomically.
+
+    ``classes`` (a :class:`pipeline.rebuild.classes.ClassList`, default ImageNet-1k) is the class
+    list the pool's classes must belong to.
 
     ``output`` defaults to ``<pool>/selection_frequencies.parquet``; the report goes beside it
     with the suffix ``.json``. Both are checked before any work (neither may be one of the pool's
@@ -215,9 +219,21 @@ def selection_frequency_stage(
     for path in outputs:
         check_output_file(path, "selection-frequency", inputs=pool_files)
     loaded = load_pool(pool, ("originals", "annotations"), dictionary=True)
+    _check_classes(loaded, classes)
     table, report = compute_selection_frequencies(loaded.annotations, loaded.originals, min_control_accuracy=min_control_accuracy)
     with owned_files(outputs, "selection-frequency", inputs=pool_files) as (report_tmp, table_tmp):
         report_tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         write_table(table, table_tmp)
     logger.info("wrote %s (%d pairs)", output, table.num_rows)
     return output, report
+
+
+def _check_classes(loaded, classes) -> None:
+    import pyarrow.compute as pc
+
+    from pipeline.rebuild.classes import imagenet_1k
+
+    classes = classes or imagenet_1k()
+    for name in ("annotations", "originals"):
+        wnids = pc.unique(getattr(loaded, name).column("wnid").cast("string")).to_pylist()
+        classes.check_ids(wnids, f"pool table {name}")
