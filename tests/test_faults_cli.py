@@ -142,3 +142,16 @@ def test_rebuild_commands_without_pyarrow_say_which_extra(tmp_path, command):
     done = run_python(BLOCKING, "pyarrow", *command, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert f"`python -m pipeline {command[0]}` needs pyarrow" in done.stderr and 'pip install -e ".[pipeline]"' in done.stderr
+
+
+@pytest.mark.parametrize("blocked, command", [
+    ("boto3", ["mturk", "publish", "tasks"]),
+    ("faiss", ["near-duplicates", "--candidates", "pool", "--output", "nd"]),
+    ("uvicorn", ["annotate", "tasks"]),
+])
+def test_other_pipeline_commands_say_which_extra_before_any_work(tmp_path, blocked, command):
+    done = run_python(BLOCKING, blocked, *command, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert f"`python -m pipeline {command[0]}` needs {blocked}, which is not installed" in done.stderr
+    assert 'pip install -e ".[pipeline]"' in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []

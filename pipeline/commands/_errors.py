@@ -11,12 +11,6 @@ import importlib.util
 import sys
 from typing import Callable, Sequence
 
-# extra → the modules of it that commands import (module name → distribution name)
-EXTRAS = {
-    "pipeline": {"pyarrow": "pyarrow", "matplotlib": "matplotlib", "tqdm": "tqdm"},
-}
-
-
 class MissingExtra(ImportError):
     """A command needs an optional dependency that is not installed; the message says which extra brings it."""
 

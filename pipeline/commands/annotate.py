@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._errors import reporting_errors
+from ._errors import reporting_errors, require_extra
 
 HELP = "serve the annotation tasks as a local web page (a name, then one task after another); answers go to a batch-results CSV"
 
@@ -18,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     def main() -> int:
+        require_extra("pipeline", ["starlette", "uvicorn"], "annotate")
         from pipeline.rebuild.annotate import run_annotation_server
 
         run_annotation_server(args.tasks, output=args.output, host=args.host, port=args.port)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._errors import reporting_errors
+from ._errors import reporting_errors, require_extra
 
 HELP = "publish the tasks as MTurk HITs (sandbox unless --live) and collect their assignments as a batch-results CSV"
 
@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     def main() -> int:
+        require_extra("pipeline", ["boto3"], "mturk")
         from tqdm.auto import tqdm
 
         from pipeline.rebuild import mturk

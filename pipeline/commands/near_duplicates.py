@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._errors import reporting_errors
+from ._errors import reporting_errors, require_extra
 
 HELP = "find every candidate's nearest neighbours (l2, fc7, dssim) among the candidates and reference collections"
 
@@ -46,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     def main() -> int:
+        require_extra("pipeline", ["faiss"], "near-duplicates")
         from tqdm.auto import tqdm
 
         from pipeline.rebuild.classes import load_classes
