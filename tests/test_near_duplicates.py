@@ -254,3 +254,63 @@ def test_output_folder_of_someone_else_is_refused(world):
     with pytest.raises(ValueError, match="refusing to replace"):
         near_duplicate_search(str(cands), [str(refs)], root / "mine", L2_DSSIM)
     assert (root / "mine" / "thesis.tex").read_text() == "x"
+
+
+def test_pool_candidates_and_sample_excludes_the_unreviewed(world):
+    """A pool's candidates with a planted copy of a reference; `sample` reads review_status.parquet."""
+    from helpers_rebuild import A, B, cid, pool_with
+    from pipeline.rebuild.revision import SamplingConfig
+    from pipeline.rebuild.sample import sample_revision
+    from pipeline.rebuild.sample_inputs import read_review
+    from pipeline.rebuild.tables import from_rows, write_table
+
+    root, refs, _ = world
+    photos = _photos(6, 21)
+    pool_dir = root / "pool"
+    pool_dir.mkdir()
+    rows = [(cid(n), A if n < 3 else B, 10, 9) for n in range(6)]
+    images = [_save(pool_dir / "images" / f"{n}.jpg", photos[n]) for n in range(6)]
+    images[4] = _save(pool_dir / "images" / "4.jpg", np.asarray(Image.open(refs / "r05.jpg")), quality=40)  # a copy of a reference
+    write_table(from_rows([{"candidate_id": c, "wnid": w} for c, w, _, _ in rows], "candidates"), pool_dir / "candidates.parquet")
+    write_table(from_rows([{"candidate_id": cid(n), "path": f"images/{n}.jpg"} for n in range(6)], "images"), pool_dir / "images.parquet")
+    result = near_duplicate_search(str(pool_dir), [str(refs)], root / "out", L2_DSSIM)
+    first = {r["candidate_id"]: r for r in result.neighbours.to_pylist() if r["rank"] == 1 and r["metric"] == "l2"}
+    assert (first[cid(4)]["reference_id"], first[cid(4)]["reference_source"]) == ("r05.jpg", str(refs))
+    review = read_review(root / "out" / "review_status.parquet")
+    assert review.column_names == ["candidate_id", "l2", "fc7", "dssim"]
+    pool, frequencies = pool_with(rows)
+    config = SamplingConfig(rule="threshold-0.7", seed=0, per_class=3, wnids=(A, B))
+    decisions = sample_revision(pool, frequencies, config, output_filename="r.json", near_duplicate_review=review).decisions
+    decision = dict(zip(decisions.column("candidate_id").to_pylist(), decisions.column("decision").to_pylist()))
+    assert decision[cid(4)] == "review_unfinished"
+    assert [decision[cid(n)] for n in (0, 1, 2, 3, 5)] == ["selected"] * 5
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_fc7_matches_brute_force_on_the_model_features(world, tmp_path):
+    pytest.importorskip("torchvision", reason="fc7 needs the eval extra")
+    from pipeline.rebuild.near_duplicates.features import Fc7Model
+
+    root, refs, cands = world
+    for p in sorted(refs.glob("*.jpg"))[4:]:
+        p.unlink()
+    for p in ("new0.jpg", "new1.jpg"):
+        (cands / p).unlink()
+    config = SearchConfig(metrics=("fc7",), top_k=3, workers=1, pretrained=False, device="cpu")
+    result = near_duplicate_search(str(cands), [str(refs)], root / "out", config)
+    model = Fc7Model(pretrained=False)
+    keys, features = [], []
+    for folder in (refs, cands):
+        for p in sorted(folder.glob("*.jpg")):
+            keys.append((p.name, str(folder)))
+            features.append(model(decode_copies(p, True)[1][None])[0].astype(np.float64))
+    features = np.stack(features)
+    assert features.shape[1] == 4096 and (features >= 0).all()  # after the ReLU
+    got = _rows(result, "fc7")
+    for q, name in enumerate(sorted(p.name for p in cands.glob("*.jpg"))):
+        d = ((features - features[4 + q]) ** 2).sum(axis=1)
+        d[4 + q] = np.inf
+        order = np.argsort(d)[:3]
+        assert [(r, s) for r, s, _ in got[name]] == [keys[j] for j in order]
+        np.testing.assert_allclose([x for _, _, x in got[name]], d[order], rtol=1e-4)
