@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers_review import WNIDS, make_world
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -77,7 +76,10 @@ def server(tmp_path):
 
 
 def _wait(driver, condition, timeout=10.0):
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.common.exceptions import (
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
     from selenium.webdriver.support.ui import WebDriverWait
 
     # the pages re-render after each saved mark, so an element found a moment ago may be gone
@@ -166,7 +168,7 @@ def test_review_in_browser_then_sample_replaces_the_rejected_images(server, brow
     _save_screenshot(browser, tmp_path / "review-near-duplicates.png")
 
     # the files say exactly that
-    read = lambda name: json.loads((review / name).read_text())  # noqa: E731
+    read = lambda name: json.loads((review / name).read_text())
     assert read("blacklist.json") == {first: "not representative of the class", third: "cartoon, painting, drawing or rendering"}
     assert {c: (m["reason"], m["reviewer"], m["wnid"]) for c, m in read("marks.json").items()} == {
         first: ("not_representative", "Ada Reviewer", WNIDS[0]), third: ("drawing", "Ada Reviewer", WNIDS[0])}

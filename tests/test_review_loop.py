@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers_review import PER_CLASS, WNIDS, make_world
 from starlette.testclient import TestClient
 
-from helpers_review import PER_CLASS, WNIDS, make_world
 from pipeline.rebuild.review.server import create_app
 from pipeline.rebuild.review.session import open_session
 from pipeline.rebuild.review_folder import read_review_folder
@@ -102,7 +102,10 @@ def test_the_near_duplicate_stage_reads_the_reviewed_pairs(first_round):
     """The reviewed pairs are in the format `near-duplicates --reviews` reads (docs/near_duplicates.md)."""
     import pyarrow.parquet as pq
 
-    from pipeline.rebuild.near_duplicates.review_status import read_reviews, review_status
+    from pipeline.rebuild.near_duplicates.review_status import (
+        read_reviews,
+        review_status,
+    )
 
     world, _, review = first_round
     pairs = read_reviews(review / "reviewed_pairs.jsonl")

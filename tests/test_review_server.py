@@ -8,9 +8,9 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from helpers_review import WNIDS, make_world
 from starlette.testclient import TestClient
 
-from helpers_review import WNIDS, make_world
 from pipeline.core.ownership import OutputError
 from pipeline.rebuild.local_server import TokenMiddleware, access_token, server_url
 from pipeline.rebuild.review.server import create_app
@@ -248,3 +248,44 @@ def test_the_review_folder_is_ours_and_belongs_to_one_revision(world, tmp_path):
         open_session(world.pool, other, tmp_path / "R")
     with pytest.raises(OutputError, match="both"):
         _session(world, tmp_path / "R", starting_from=tmp_path / "R")
+
+
+def test_the_command_beyond_localhost_prints_a_token_url_once_and_refuses_requests_without_it(world, tmp_path):
+    import os
+    import re
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+    import urllib.request
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-m", "pipeline", "review", "--pool", str(world.pool), "--revision", str(world.revision),
+               "--output", str(tmp_path / "R"), "--host", "0.0.0.0", "--port", str(port)]
+    process = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        line = process.stderr.readline()
+        match = re.search(rf"http://0\.0\.0\.0:{port}/class\?token=([\w-]+)", line)
+        assert match, line
+        token = match.group(1)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/session?token={token}") as response:
+                    assert json.loads(response.read())["revision"] == "rev-0.json"
+                break
+            except urllib.error.URLError:
+                assert time.monotonic() < deadline, "the server did not answer"
+                time.sleep(0.2)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/session")
+        assert refused.value.code == 403
+    finally:
+        process.terminate()
+        out, err = process.communicate(timeout=10)
+    assert token not in out + err  # printed once, in the URL, never logged again

@@ -155,9 +155,8 @@ def read_review_folder(folder: PathLike) -> ReviewFolder:
     root = Path(folder)
     if not root.is_dir():
         raise FileNotFoundError(f"review folder {root} does not exist; run `python -m pipeline review ... --output {root}` first")
-    if not (root / MANIFEST).is_file():
-        if not any((root / name).is_file() for name in STATE_FILES):
-            raise ValueError(f"{root} is not a review folder (no {MANIFEST}, no {BLACKLIST}); pass the --output folder of `review`")
+    if not (root / MANIFEST).is_file() and not any((root / name).is_file() for name in STATE_FILES):
+        raise ValueError(f"{root} is not a review folder (no {MANIFEST}, no {BLACKLIST}); pass the --output folder of `review`")
     blacklist = read_json_object(root / BLACKLIST, "{candidate_id: reason}")
     pairs = read_json_object(root / NEAR_DUPLICATES, "{candidate_id: [reference ids]}")
     for key, value in blacklist.items():
