@@ -22,7 +22,7 @@ from helpers_review import WNIDS, make_world
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _free_port() -> int:

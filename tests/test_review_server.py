@@ -250,6 +250,7 @@ def test_the_review_folder_is_ours_and_belongs_to_one_revision(world, tmp_path):
         _session(world, tmp_path / "R", starting_from=tmp_path / "R")
 
 
+@pytest.mark.integration
 def test_the_command_beyond_localhost_prints_a_token_url_once_and_refuses_requests_without_it(world, tmp_path):
     import os
     import re
