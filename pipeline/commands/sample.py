@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from imagenetv2.variants import CONFIG_NAMES
+
 from ._errors import reporting_errors, require_extra
 
-HELP = "sample a revision (matched-frequency, threshold-0.7 or top-images) and write it with its report"
+HELP = f"sample a revision ({', '.join(CONFIG_NAMES[:-1])} or {CONFIG_NAMES[-1]}) and write it with its report"
 
 # option dest → SamplingConfig field, for the options that override a --config-from revision
 OVERRIDES = {
@@ -49,7 +51,7 @@ def _named_floats(text: str) -> tuple[str, float]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pool", metavar="POOL", help="pool folder written by `ingest` (with selection frequencies)")
     parser.add_argument("--output", required=True, metavar="FILE.json", help="revision file to write; the report and decisions go beside it")
-    parser.add_argument("--rule", choices=["matched-frequency", "threshold-0.7", "top-images"], help="sampling rule (required unless --config-from)")
+    parser.add_argument("--rule", choices=list(CONFIG_NAMES), help="sampling rule (required unless --config-from)")
     parser.add_argument("--seed", type=int, help="random seed (required unless --config-from)")
     parser.add_argument("--config-from", metavar="REVISION", help="take every setting from this revision file or released revision (imagenetv2-b-33, ...); "
                         "with no other setting given, its time_string and username too, so that it is regenerated bit for bit")

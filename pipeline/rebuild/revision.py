@@ -34,19 +34,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
+from imagenetv2.variants import VARIANTS
 from pipeline.core.atomic import atomic_write_text
 from pipeline.rebuild.near_duplicate_rules import RELEASED_REVIEW_TARGETS
 from pipeline.rebuild.sampling_rules import STANDARD_BINS
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-RULES = {
-    "matched-frequency": "sample_wnid_histogram",
-    "threshold-0.7": "sample_above_threshold",
-    "top-images": "sample_best",
-}
+# the rules, their function names in revision files and the released revisions: from the variant table
+RULES = {v.config_name: v.sampling_function for v in VARIANTS}
 RULE_OF_FUNCTION = {function: rule for rule, function in RULES.items()}
-RELEASED = {"matched-frequency": "imagenetv2-b-33", "threshold-0.7": "imagenetv2-a-44", "top-images": "imagenetv2-c-12"}
+RELEASED = {v.config_name: v.revision for v in VARIANTS}
 NUM_CLASSES = 1000
 TIME_FORMAT = "%Y-%m-%d_%H:%M:%S_UTC"
 

@@ -32,11 +32,12 @@ from typing import Callable
 
 import numpy as np
 
+from imagenetv2.variants import CONFIG_NAMES
 from pipeline.toys.synthetic_pool import PoolShape, SyntheticPool, make_synthetic_pool
 
 logger = logging.getLogger(__name__)
 
-RULES = ("matched-frequency", "threshold-0.7", "top-images")
+RULES = CONFIG_NAMES  # the three sampling rules, from the variant table
 IMAGE_SIZE = 16
 _HALF = IMAGE_SIZE // 2
 _QUADRANTS = tuple((slice(r, r + _HALF), slice(c, c + _HALF)) for r in (0, _HALF) for c in (0, _HALF))
