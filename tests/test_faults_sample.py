@@ -179,3 +179,13 @@ def test_invalid_json_in_near_duplicates_names_the_file(pool, tmp_path, capsys):
     (tmp_path / "near_duplicates.json").write_text("{oops")
     assert cli(pool, tmp_path / "r.json", "--near-duplicates", str(tmp_path / "near_duplicates.json")) == 1
     assert "near_duplicates.json: not valid JSON" in capsys.readouterr().err
+
+
+def test_a_file_another_command_wrote_beside_it_is_not_replaced(pool, tmp_path):
+    from pipeline.core.ownership import write_owned_text
+
+    write_owned_text(tmp_path / "sf.json", "{}\n", "selection-frequency")  # the report beside sf.parquet
+    before = (tmp_path / "sf.json").read_bytes()
+    with pytest.raises(OutputError, match="sf.json: selection-frequency wrote it, not sample"):
+        sample_stage(pool, tmp_path / "sf.json", CONFIG)
+    assert (tmp_path / "sf.json").read_bytes() == before and not (tmp_path / "sf.report.json").exists()

@@ -86,11 +86,19 @@ def owner(folder: PathLike) -> Optional[dict]:
     return record if isinstance(record, dict) and record.get("project") == PROJECT else None
 
 
-def write_marker(folder: PathLike, command: str, files: Iterable[str] = ()) -> Path:
-    """Mark ``folder`` as written by ``command`` (keeping the files an earlier marker owned)."""
+def write_marker(folder: PathLike, command: str, files: Iterable[str] = (), *, file_command: Optional[str] = None) -> Path:
+    """Mark ``folder`` as written by ``command`` (keeping the files an earlier marker owned).
+
+    ``files`` are recorded as written by ``file_command`` (default ``command``) in the marker's
+    ``file_commands``, so that another command does not replace them.
+    """
     folder = Path(folder)
     previous = owner(folder) or {}
+    files = list(files)
     record = marker_record(command, [*previous.get("files", ()), *files])
+    commands = dict(previous.get("file_commands") or {}) | {name: file_command or command for name in files}
+    if commands:
+        record["file_commands"] = dict(sorted(commands.items()))
     path = folder / MARKER
     with atomic_file(path, "w") as f:
         f.write(json.dumps(record, indent=2) + "\n")
@@ -160,6 +168,9 @@ def check_output_file(output: PathLike, command: str, *, inputs: Iterable[Option
                 f"refusing to replace {out}: it exists and was not written by this project "
                 f"(not listed in {out.parent / MARKER}); pass another --output, or remove it yourself"
             )
+        wrote = (record.get("file_commands") or {}).get(out.name, command)
+        if wrote != command:
+            raise OutputError(f"refusing to replace {out}: {wrote} wrote it, not {command}; pass another --output, or remove it yourself")
     _check_writable(out)
     for parent in (out.parent, *out.parent.parents):
         if parent.exists():
@@ -175,7 +186,7 @@ def owned_directory(output: PathLike, command: str, *, inputs: Iterable[Optional
     check_output_dir(output, command, inputs=inputs)
     with atomic_directory(output) as tmp:
         yield tmp
-        write_marker(tmp, command, (owner(tmp) or {}).get("files", ()))
+        write_marker(tmp, command)  # keeps the files (and their commands) recorded in the block
 
 
 @contextlib.contextmanager
@@ -253,7 +264,7 @@ def _replace_all(temporaries: Sequence[Path], targets: Sequence[Path]) -> None:
 
 def record_files(folder: PathLike, command: str, names: Iterable[str]) -> None:
     """Record files a command wrote in ``folder``'s marker, so that a later run may replace them."""
-    write_marker(folder, (owner(folder) or {}).get("command", command), names)
+    write_marker(folder, (owner(folder) or {}).get("command", command), names, file_command=command)
 
 
 def write_owned_text(output: PathLike, text: str, command: str, *, inputs: Iterable[Optional[PathLike]] = ()) -> Path:
