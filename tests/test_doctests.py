@@ -21,6 +21,11 @@ MODULES = [
     "pipeline.rebuild.task_upload",
     "pipeline.rebuild.batch_results",
     "pipeline.toys.annotators",
+    "pipeline.core.ownership",
+    "pipeline.commands._errors",
+    "pipeline.rebuild.image_store",
+    "pipeline.rebuild.sample_inputs",
+    "pipeline.rebuild.ingest",
 ]
 
 
