@@ -290,3 +290,19 @@ def test_the_command_beyond_localhost_prints_a_token_url_once_and_refuses_reques
         process.terminate()
         out, err = process.communicate(timeout=10)
     assert token not in out + err  # printed once, in the URL, never logged again
+
+
+def test_one_server_per_review_folder(world, tmp_path):
+    import subprocess
+    import sys
+
+    _session(world, tmp_path / "R")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (tmp_path / "R" / ".review-server.pid").write_text(f"{sleeper.pid}\n")
+        with pytest.raises(ValueError, match=f"another review server \\(process {sleeper.pid}\\) is writing to"):
+            _session(world, tmp_path / "R")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    _session(world, tmp_path / "R")  # a stale claim (the process is gone) is taken over

@@ -112,6 +112,37 @@ def _selection_frequencies(pool_root: Path) -> dict:
     }
 
 
+LOCK = ".review-server.pid"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def claim_folder(output: Path) -> None:
+    """Refuse a review folder that another running review server writes to; else mark it as this process's.
+
+    One server per folder, so that its lock orders every write; the tabs share that server.
+    """
+    import atexit
+
+    lock = output / LOCK
+    try:
+        pid = int(lock.read_text().strip())
+    except (OSError, ValueError):
+        pid = None
+    if pid is not None and pid != os.getpid() and _process_alive(pid):
+        raise ValueError(f"another review server (process {pid}) is writing to {output}; open its URL in more tabs instead, or stop it first")
+    lock.write_text(f"{os.getpid()}\n")
+    atexit.register(lambda: lock.unlink(missing_ok=True) if lock.is_file() and lock.read_text().strip() == str(os.getpid()) else None)
+
+
 def _open_folder(output: Path, revision_path: Path, pool_root: Path, starting_from: Optional[Path], images_of_class) -> ReviewState:
     digest = file_digest(revision_path).sha256
     manifest_path = output / MANIFEST
@@ -125,11 +156,13 @@ def _open_folder(output: Path, revision_path: Path, pool_root: Path, starting_fr
         if starting_from is not None and manifest.get("starting_from") != starting_from.name:
             raise ValueError(f"{output} was started from {manifest.get('starting_from')}, not {starting_from}; drop --starting-from to resume it")
         logger.info("resuming the review in %s", output)
+        claim_folder(output)
         return ReviewState(output, images_of_class)
     check_output_dir(output, COMMAND, inputs=[pool_root, revision_path, starting_from])
     if starting_from is not None and not starting_from.is_dir():
         raise FileNotFoundError(f"--starting-from {starting_from} is not a folder; pass the --output folder of an earlier review")
     output.mkdir(parents=True, exist_ok=True)
+    claim_folder(output)
     if starting_from is not None:
         for name, data in carried_state(starting_from, images_of_class).items():
             atomic_write_text(output / name, dumps_state(name, data))
