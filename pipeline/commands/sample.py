@@ -56,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config-from", metavar="REVISION", help="take every setting from this revision file or released revision (imagenetv2-b-33, ...); "
                         "with no other setting given, its time_string and username too, so that it is regenerated bit for bit")
     parser.add_argument("--per-class", type=int, help="images per class (default 10)")
-    parser.add_argument("--classes", type=lambda s: tuple(w.strip() for w in s.split(",") if w.strip()), metavar="WNID,...", help="sample only these classes (default: all 1000)")
+    parser.add_argument("--classes", metavar="FILE|WNID,...", help="class list file (JSON/YAML/text of ids: sample all its classes), or comma-separated ids to sample only those (default: the 1,000 ImageNet classes)")
+    parser.add_argument("--wordnet", metavar="DIR", help="WordNet 3.0 database folder for a class list of bare WordNet ids outside ImageNet-1k")
     inputs = parser.add_argument_group("inputs besides the pool")
     inputs.add_argument("--selection-frequencies", metavar="FILE", help="default: POOL/selection_frequencies.parquet")
     inputs.add_argument("--blacklist", metavar="FILE", help="candidates removed by review: JSON {candidate_id: reason} (the original format; reasons go into the decisions), "
@@ -96,6 +97,8 @@ def config_from_args(args: argparse.Namespace):
         value = getattr(args, option, None)
         if value is not None:
             overrides[field] = dict(value) if option == "wnid_thresholds" else value
+    if getattr(args, "classes", None) is not None:
+        overrides["wnids"] = _class_ids(args.classes, getattr(args, "wordnet", None))
     if args.config_from:
         base = load_revision(args.config_from)
         if not overrides:
@@ -105,6 +108,20 @@ def config_from_args(args: argparse.Namespace):
     if missing:
         raise ValueError(f"give --{' and --'.join(missing)} (or --config-from a revision)")
     return _naming_options(lambda: SamplingConfig(**overrides)), None, None, None
+
+
+def _class_ids(value: str, wordnet):
+    """--classes: a class list FILE (all its classes; None for ImageNet-1k itself), or WNID,... of ImageNet-1k."""
+    from pathlib import Path
+
+    from pipeline.rebuild.classes import imagenet_1k, load_classes
+
+    if Path(value).is_file():
+        classes = load_classes(value, wordnet=wordnet)
+        return None if classes.is_imagenet_1k else classes.wnids
+    ids = tuple(w.strip() for w in value.split(",") if w.strip())
+    imagenet_1k().check_ids(ids, "--classes")
+    return ids
 
 
 def _naming_options(make):

@@ -81,7 +81,7 @@ class SamplingConfig:
     rule: str
     seed: int
     per_class: int = 10
-    wnids: Optional[tuple[str, ...]] = None  # None = all 1000 classes
+    wnids: Optional[tuple[str, ...]] = None  # the classes sampled; None = the 1,000 ImageNet classes
     near_duplicate_review_targets: Mapping[str, float] = field(default_factory=lambda: dict(RELEASED_REVIEW_TARGETS))
     # matched-frequency
     histogram_bins: tuple[float, ...] = STANDARD_BINS
@@ -111,13 +111,14 @@ class SamplingConfig:
         if self.match_on != "observed" and self.rule != "matched-frequency":
             raise ValueError(f"match_on {self.match_on!r} applies to the matched-frequency rule only, not {self.rule}")
         self._check_counts_and_ranges()
-        from imagenetv2.classes import wnid_to_index
+        if self.wnids is not None and (not self.wnids or len(set(self.wnids)) != len(self.wnids) or not all(isinstance(w, str) and w for w in self.wnids)):
+            raise ValueError(f"wnids must be distinct class ids (the classes sampled), got {self.wnids!r}")
+        from pipeline.rebuild.classes import imagenet_1k
 
-        known = wnid_to_index()
-        for where, names in (("wnids", self.wnids or ()), ("wnid_thresholds", self.wnid_thresholds)):
-            unknown = [w for w in names if w not in known]
-            if unknown:
-                raise ValueError(f"{where}: unknown wnid(s) {', '.join(unknown[:5])}; use ImageNet WordNet ids")
+        known = set(self.wnids) if self.wnids is not None else imagenet_1k()  # the sampled classes: given, or ImageNet-1k
+        unknown = [w for w in self.wnid_thresholds if w not in known]
+        if unknown:
+            raise ValueError(f"wnid_thresholds: unknown wnid(s) {', '.join(unknown[:5])}; use ids of the sampled classes")
         for name, value in [("selection_frequency_threshold", self.selection_frequency_threshold), *self.wnid_thresholds.items()]:
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"threshold {name} = {value!r} is not a selection frequency in [0, 1]")
