@@ -189,3 +189,16 @@ def test_a_file_another_command_wrote_beside_it_is_not_replaced(pool, tmp_path):
     with pytest.raises(OutputError, match="sf.json: selection-frequency wrote it, not sample"):
         sample_stage(pool, tmp_path / "sf.json", CONFIG)
     assert (tmp_path / "sf.json").read_bytes() == before and not (tmp_path / "sf.report.json").exists()
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664)])
+def test_the_three_files_respect_the_umask(pool, tmp_path, umask, mode):
+    import stat
+
+    old = os.umask(umask)
+    try:
+        sample_stage(pool, tmp_path / "r.json", CONFIG)
+    finally:
+        os.umask(old)
+    for name in ("r.json", "r.report.json", "r.decisions.parquet"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == mode, name
