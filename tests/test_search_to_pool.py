@@ -101,6 +101,24 @@ def test_search_download_ingest_selection_frequency_on_five_classes(tmp_path):
     assert got == pytest.approx(expected) and len(got) == len(stored) + len(originals)
     assert all(row["num_shown"] == 3 for row in frequencies)
 
+    # ... -> sample -> build-set: a Hub-ready folder whose ClassLabel is the class list's names
+    from pipeline.__main__ import main
+
+    revision = tmp_path / "top.json"
+    assert main(["sample", str(tmp_path / "pool"), "--rule", "top-images", "--seed", "1", "--per-class", "2", "--min-annotations", "3",
+                 "--classes", str(classes), "--output", str(revision)]) == 0
+    sampled = json.loads(revision.read_text())
+    assert sampled["wnids"] == sorted({r["wnid"] for r in records}) and len(sampled["image_filenames"]) == 10
+    assert main(["build-set", str(revision), "--pool", str(tmp_path / "pool"), "--classes", str(classes), "--output", str(tmp_path / "built")]) == 0
+    import datasets
+
+    built = datasets.load_dataset(str(tmp_path / "built" / "hub"), "top-images", split="test")
+    assert built.features["label"].names == ["bird", "dog", "domestic cat", "horse", "fungus"]  # sorted ids: n01503061 < n02084071 < ...
+    assert built.num_rows == 10 and sorted(zip(built["candidate_id"], built["wnid"])) == sorted(map(tuple, sampled["image_filenames"]))
+    assert all(built.features["label"].names[label] == {"n01503061": "bird", "n02084071": "dog", "n02121808": "domestic cat", "n02374451": "horse",
+                                                        "n12992868": "fungus"}[wnid] for label, wnid in zip(built["label"], built["wnid"]))
+    assert built[0]["image"].size[0] <= 500
+
 
 def tiny_jpeg(shade):
     return jpeg((16, 12), (shade, 10, 10))

@@ -28,7 +28,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence, Union
+from typing import Mapping, Optional, Sequence, Union
 
 from pipeline.core.atomic import atomic_file
 from pipeline.core.integrity import FileChecksum, file_digest
@@ -57,7 +57,7 @@ def config_of(revision: Revision) -> str:
     return revision.config.rule
 
 
-def write_release_tar(revision: Revision, images: Mapping[str, "bytes | Path"], top_folder: str, path: PathLike) -> FileChecksum:
+def write_release_tar(revision: Revision, images: Mapping[str, "bytes | Path"], top_folder: str, path: PathLike, class_index: Optional[Mapping[str, int]] = None) -> FileChecksum:
     """Write the revision's images as a tar in the release layout; return its checksum.
 
     ``images`` maps candidate id → the image's bytes or its file. Members are sorted (class
@@ -66,7 +66,7 @@ def write_release_tar(revision: Revision, images: Mapping[str, "bytes | Path"], 
     """
     from imagenetv2.classes import wnid_to_index
 
-    index = wnid_to_index()
+    index = wnid_to_index() if class_index is None else class_index  # folder = the class's index in its class list
     members = sorted((index[wnid], cid) for cid, wnid in revision.image_filenames)
     missing = [cid for _, cid in members if cid not in images]
     if missing:
@@ -188,8 +188,15 @@ def build_set(
     output: PathLike,
     *,
     allow_invalid: bool = False,
+    classes=None,
 ) -> list[BuiltSet]:
-    """Build the archives and the Hub-ready folder for ``revisions`` (one per rule) into ``output``."""
+    """Build the archives and the Hub-ready folder for ``revisions`` (one per rule) into ``output``.
+
+    ``classes`` (a :class:`pipeline.rebuild.classes.ClassList`; default ImageNet-1k) names the
+    labels: for another class list the folder is exported without the ImageNetV2 builder
+    (:mod:`pipeline.rebuild.class_list_export`), its ``ClassLabel`` being the list's names.
+    """
+    other_classes = classes is not None and not classes.is_imagenet_1k
     import imagenetv2
     from imagenetv2 import PACKAGE
 
@@ -211,13 +218,18 @@ def build_set(
     try:
         with owned_directory(output, "build-set", inputs=[pool, *revisions]) as tmp:
             archives = tmp / "archives"
-            built, builder_kwargs = _write_archives(archives, configs, by_config, images)
+            built, builder_kwargs = _write_archives(archives, configs, by_config, images, {w: i for i, w in enumerate(classes.wnids)} if other_classes else None)
             wanted = {cid for _, revision in by_config.values() for cid, _ in revision.image_filenames}
             (archives / SEARCH_RECORDS).parent.mkdir(parents=True, exist_ok=True)
             (archives / SEARCH_RECORDS).write_text(json.dumps(_search_records(pool_tables.candidates, wanted), indent=1), encoding="utf-8")
-            exports = build_configs(PACKAGE, configs, data_dir=str(archives), cache_dir=str(cache), builder_kwargs=builder_kwargs)
-            card_extra = dict(PACKAGE.card_extra()) | {"pretty_name": "ImageNetV2 (rebuilt)", "size_categories": [_size_category(max(b.images for b in built))]}
-            write_hub_folder(tmp / "hub", exports, rebuilt_card_body(built, reports), card_extra, extra_files=_revision_files(configs, by_config))
+            if other_classes:
+                from pipeline.rebuild.class_list_export import write_class_list_folder
+
+                write_class_list_folder(tmp / "hub", by_config, configs, pool_tables.candidates, images, classes, _revision_files(configs, by_config))
+            else:
+                exports = build_configs(PACKAGE, configs, data_dir=str(archives), cache_dir=str(cache), builder_kwargs=builder_kwargs)
+                card_extra = dict(PACKAGE.card_extra()) | {"pretty_name": "ImageNetV2 (rebuilt)", "size_categories": [_size_category(max(b.images for b in built))]}
+                write_hub_folder(tmp / "hub", exports, rebuilt_card_body(built, reports), card_extra, extra_files=_revision_files(configs, by_config))
             (tmp / MANIFEST).write_text(json.dumps(_manifest(built, by_config), indent=2) + "\n", encoding="utf-8")
     finally:
         shutil.rmtree(cache, ignore_errors=True)
@@ -250,7 +262,7 @@ def _report_of(revision_path: Path) -> dict:
     return json.loads(report_path.read_text("utf-8")) if report_path.is_file() else {}
 
 
-def _write_archives(archives: Path, configs, by_config, images) -> tuple[list[BuiltSet], dict]:
+def _write_archives(archives: Path, configs, by_config, images, class_index=None) -> tuple[list[BuiltSet], dict]:
     from imagenetv2 import get_variant
 
     built, builder_kwargs = [], {}
@@ -258,7 +270,7 @@ def _write_archives(archives: Path, configs, by_config, images) -> tuple[list[Bu
         path, revision = by_config[config]
         variant = get_variant(config)
         logger.info("writing %s (%d images) in the release layout", variant.archive.name, len(revision.image_filenames))
-        checksum = write_release_tar(revision, images, variant.top_folder, archives / variant.archive.name)
+        checksum = write_release_tar(revision, images, variant.top_folder, archives / variant.archive.name, class_index)
         built.append(BuiltSet(config, revision.name, checksum, len(revision.image_filenames)))
         builder_kwargs[config] = {"revision_file": str(path), "archive_checksum": checksum}
     return built, builder_kwargs
