@@ -276,3 +276,14 @@ def test_a_killed_search_resumes_without_fetching_a_page_twice(tmp_path):
         assert empty.requests == []
     again = read_jsonl(tmp_path / "out" / CANDIDATES)
     assert [r["id_ours"] for r in again] == [r["id_ours"] for r in resumed_records]
+
+
+def test_the_docs_show_the_default_config_and_the_command_prints_it(capsys):
+    from pipeline.__main__ import main
+    from pipeline.rebuild.search_config import default_config_text
+
+    text = default_config_text()
+    docs = (ROOT / "docs" / "rebuilding.md").read_text("utf-8")
+    assert text[text.index("endpoint:"):].strip() in docs
+    assert main(["search", "--print-config"]) == 0
+    assert capsys.readouterr().out == text
