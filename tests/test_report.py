@@ -175,3 +175,84 @@ def test_bad_inputs_are_named(tmp_path):
         R.build_report(hand_made_rows(), baseline="resnet*")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         R.load_results([tmp_path / "missing.json"])
+
+
+# --- accuracy by selection frequency ---------------------------------------------------------
+
+
+def test_accuracy_by_bin_counts_by_hand():
+    from metrics.clopper_pearson_accuracy.clopper_pearson_accuracy import clopper_pearson_interval
+    from pipeline.evaluation.selection_bins import accuracy_by_bin
+
+    # bins: [0, .2) [.2, .4) [.4, .6) [.6, .8) [.8, 1]; 0.8 goes to the top bin, NaN is left out
+    sf = [0.1, 0.19, 0.2, 0.5, 0.79, 0.8, 1.0, float("nan")]
+    correct = [0, 1, 1, 1, 0, 1, 1, 1]
+    bins = accuracy_by_bin(correct, sf)
+    assert [(b["correct"], b["total"]) for b in bins] == [(1, 2), (1, 1), (1, 1), (0, 1), (2, 2)]
+    assert (bins[0]["ci_low"], bins[0]["ci_high"]) == clopper_pearson_interval(1, 2)
+    assert bins[4]["accuracy"] == 1.0 and bins[3]["accuracy"] == 0.0
+
+
+def test_selection_frequency_bins_from_an_evaluation_folder(tmp_path, capsys):
+    """Two models, an original and a new set as local parquet datasets with ids, a pool-style SF table."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.__main__ import main
+    from pipeline.evaluation.results import write_predictions
+
+    rng = np.random.default_rng(0)
+    n = 50
+    sets = {"orig": [f"ILSVRC2012_val_{i:08d}.JPEG" for i in range(n)], "new": [f"{i:040x}" for i in range(n)]}
+    sf_rows, rows = [], []
+    for name, ids in sets.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        labels = rng.integers(0, 3, n)
+        column = "image_id" if name == "orig" else "candidate_id"
+        pq.write_table(pa.table({column: ids, "label": labels}), folder / "test.parquet")
+        frequency = np.round(rng.uniform(0, 1, n), 1)
+        # a pool's table: each image under its own class, originals also as a negative control of another class
+        sf_rows += [{"image_id": i, "wnid": "n01", "selection_frequency": float(f)} for i, f in zip(ids, frequency)]
+        sf_rows += [{"image_id": i, "wnid": "n02", "selection_frequency": 0.0} for i in ids[:5]]
+        for m, p_right in (("a", 0.9), ("b", 0.6)):
+            top1 = np.where(rng.random(n) < p_right, labels, (labels + 1) % 3)
+            topk = np.stack([top1, (top1 + 1) % 3, (top1 + 2) % 3], axis=1)
+            key = f"{m}__{name}"
+            rel = write_predictions(tmp_path / "eval", key, {"index": np.arange(n), "label": labels, "topk": topk,
+                                                             "topk_logits": np.zeros((n, 3), np.float32)})
+            k = int(np.sum(top1 == labels))
+            rows.append(_row(m, f"{name}@test", "original" if name == "orig" else "new", k, n, total=n) | {
+                "predictions": rel, "dataset_spec": str(folder), "top5_correct": n, "top5_accuracy": 1.0, "top5_ci_low": 0.93, "top5_ci_high": 1.0})
+        expected_sf = dict(zip(ids, frequency))
+        if name == "new":
+            expected_new = (labels, expected_sf)
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    pq.write_table(pa.Table.from_pylist(sf_rows), pool / "selection_frequencies.parquet")
+    pq.write_table(pa.table({"candidate_id": sets["new"], "wnid": ["n01"] * n}), pool / "candidates.parquet")
+    pq.write_table(pa.table({"image_id": sets["orig"], "wnid": ["n01"] * n}), pool / "originals.parquet")
+    results = write_results(tmp_path / "eval", rows)
+    out = tmp_path / "report"
+    assert main(["report", results, "--output", str(out), "--pool", str(pool), "--n-bootstrap", "0"]) == 0, capsys.readouterr().err
+    document = json.loads((out / "report.json").read_text())
+    bins = document["selection_frequency_bins"]
+    assert bins["new_sets"] == ["new@test"] and bins["edges"] == [0.2, 0.4, 0.6, 0.8]
+    entry = next(e for e in bins["models"] if e["model"] == "a" and e["dataset"] == "new@test")
+    assert entry["images_with_selection_frequency"] == n
+    # by hand from the predictions file and the table
+    from pipeline.evaluation.paired import per_image_correct
+    from pipeline.rebuild.sampling_rules import histogram_bin
+
+    _, _, right = per_image_correct(tmp_path / "eval", next(r for r in rows if r["model"] == "a" and r["dataset"] == "new@test"))
+    labels, expected_sf = expected_new
+    b = histogram_bin([expected_sf[i] for i in sets["new"]])
+    assert [x["total"] for x in entry["bins"]] == np.bincount(b, minlength=5).tolist()
+    assert [x["correct"] for x in entry["bins"]] == np.bincount(b, weights=right, minlength=5).astype(int).tolist()
+    assert "selection-frequency.png" in " ".join(document["files"])
+    with Image.open(out / "figures" / "selection-frequency.png") as image:
+        image.load()
+    # without --pool the repeated ids are refused, naming the fix
+    assert main(["report", results, "--output", str(tmp_path / "r2"), "--selection-frequencies",
+                 str(pool / "selection_frequencies.parquet")]) == 1
+    assert "--pool" in capsys.readouterr().err
