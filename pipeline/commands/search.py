@@ -13,7 +13,7 @@ HELP = "search Flickr for candidate images of every class (paper's settings; res
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_class_arguments(parser)
-    parser.add_argument("--output", required=True, metavar="DIR", help="folder for candidates.jsonl, search.json and the fetched pages (a re-run continues in it)")
+    parser.add_argument("--output", metavar="DIR", help="folder for candidates.jsonl, search.json and the fetched pages (a re-run continues in it); required")
     parser.add_argument("--config", metavar="FILE", help="search config (YAML); overrides the defaults of pipeline/rebuild/data/search.yaml (see docs/rebuilding.md)")
     parser.add_argument("--endpoint", metavar="URL", help="Flickr REST endpoint (default: Flickr's own, https://api.flickr.com/services/rest/)")
     parser.add_argument("--queries", metavar="FILE", help="hand-written queries {wnid: [query, ...]} (JSON/YAML; translations allowed) for the hand-written step")
@@ -54,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
 
             print(default_config_text(), end="")
             return 0
+        if not args.output:
+            raise ValueError("give --output DIR: the folder for the candidates (a re-run with the same folder continues)")
         classes = class_list_from_args(args)
         if args.from_folder or args.from_dataset:
             from pipeline.rebuild import from_images
