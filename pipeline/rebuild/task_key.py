@@ -87,7 +87,7 @@ def name_of_answer(value: str) -> str:
     >>> name_of_answer("https://example.org/tasks/" + "ab" * 16 + ".jpg") == "ab" * 16
     True
     """
-    tail = value.strip().rsplit("/", 1)[-1]
+    tail = value.rpartition("/")[2].strip()
     return tail[: -len(IMAGE_SUFFIX)] if tail.endswith(IMAGE_SUFFIX) else tail
 
 
@@ -156,6 +156,8 @@ class TaskKey:
     tasks: dict[str, Task]
     entries: dict[str, KeyEntry]
     tally: ControlTally = field(default_factory=ControlTally)
+    _views: dict = field(default_factory=dict, repr=False)
+    _answer_names: dict = field(default_factory=dict, repr=False)  # answer value (a URL) -> public name
 
     @classmethod
     def load(cls, folders: Sequence[PathLike]) -> "TaskKey":
@@ -179,21 +181,39 @@ class TaskKey:
     def assignment(self, where: str, record: Mapping[str, Optional[str]]) -> dict:
         """The assignment fields of one batch-results row (ids, not names), checked against the key."""
         task_id = record.get(TASK_RESULTS_COLUMNS["task_id"])
-        task = self.tasks.get(task_id or "")
-        if task is None:
+        view = self._view(task_id or "")
+        if view is None:
             raise TaskKeyError(f"{where}: unknown task {task_id!r}; it is in none of the given tasks folders (pass its folder with --tasks)")
-        for position, name in enumerate(task.images, start=1):
-            shown = record.get(f"Input.image_{position}_url")
-            if shown is not None and name_of_answer(shown) != name:
-                raise TaskKeyError(f"{where}: image {position} of task {task_id} is {shown!r}, not the task's image {name} (tampered row?)")
-        selected = self._selected_names(where, task, record.get(TASK_RESULTS_COLUMNS["selected"]))
+        if view["input_columns"][0] in record:  # the Input.image_<k>_url columns MTurk copies from the batch input
+            shown = tuple(record.get(column) for column in view["input_columns"])
+            if shown != view["verified_inputs"]:
+                self._check_inputs(where, view, shown)
+        selected = self._selected_names(where, view, record.get(TASK_RESULTS_COLUMNS["selected"]))
         fields = {ours: record.get(theirs) for ours, theirs in TASK_RESULTS_COLUMNS.items()}
-        shown_entries = [self.entries[n] for n in task.images]
         if fields["status"] in COUNTED_STATUSES and fields["worker_id"]:
-            self.tally.add(fields["worker_id"], shown_entries, selected)
-        fields.update(wnid=task.wnid, images=[e.id for e in shown_entries],
-                      selected=[self.entries[n].id for n in task.images if n in selected])
+            self.tally.add(fields["worker_id"], view["controls"], selected)
+        fields.update(wnid=view["task"].wnid, images=view["ids"], selected=[view["id_of"][n] for n in selected])
         return fields
+
+    def _view(self, task_id: str) -> Optional[dict]:
+        """What checking a row of ``task_id`` needs, computed once per task."""
+        if task_id not in self._views:
+            task = self.tasks.get(task_id)
+            if task is None:
+                return None
+            entries = [self.entries[n] for n in task.images]
+            self._views[task_id] = {"task": task, "ids": [e.id for e in entries], "id_of": {e.name: e.id for e in entries},
+                                    "controls": [e for e in entries if e.role != "candidate"], "verified_inputs": None,
+                                    "input_columns": [f"Input.image_{k}_url" for k in range(1, len(entries) + 1)]}
+        return self._views[task_id]
+
+    @staticmethod
+    def _check_inputs(where: str, view: dict, shown: tuple) -> None:
+        task = view["task"]
+        for position, (name, value) in enumerate(zip(task.images, shown), start=1):
+            if value is not None and name_of_answer(value) != name:
+                raise TaskKeyError(f"{where}: image {position} of task {task.task_id} is {value!r}, not the task's image {name} (tampered row?)")
+        view["verified_inputs"] = shown
 
     def assignments(self, path: PathLike) -> Iterator[tuple[str, dict]]:
         """``(where, assignment fields)`` for each row of a batch-results CSV of these tasks."""
@@ -207,15 +227,17 @@ class TaskKey:
         for where, record in read_records(path):
             yield where, self.assignment(where, record)
 
-    def _selected_names(self, where: str, task: Task, answer: Optional[str]) -> set:
-        names = [name_of_answer(v) for v in (answer or "").split(ANSWER_SEPARATOR) if v.strip()]
-        in_task = set(task.images)
-        for name in names:
+    def _selected_names(self, where: str, view: dict, answer: Optional[str]) -> set:
+        cache = self._answer_names
+        names = set()
+        for value in answer.split(ANSWER_SEPARATOR) if answer else ():
+            if value:
+                names.add(cache[value] if value in cache else cache.setdefault(value, name_of_answer(value)))
+        for name in names.difference(view["id_of"]):
             if name not in self.entries:
                 raise TaskKeyError(f"{where}: selected image {name!r} is not a name of any task (unknown or tampered name)")
-            if name not in in_task:
-                raise TaskKeyError(f"{where}: selected image {name} is not one of the images of task {task.task_id} (tampered row?)")
-        return set(names)
+            raise TaskKeyError(f"{where}: selected image {name} is not one of the images of task {view['task'].task_id} (tampered row?)")
+        return names
 
 
 def write_tasks_and_key(folder: Path, tasks: Sequence[Task], entries: Iterable[KeyEntry], header: dict) -> None:

@@ -34,18 +34,26 @@ def write_toy_pool(folder: PathLike, *, seed: int = 0, images: bool = False, sha
 
     ``shape_fields`` override fields of :class:`~pipeline.toys.synthetic_pool.PoolShape` (e.g. ``n_classes``).
     """
+    base = shape or PoolShape(n_classes=5, candidates_per_class=60, originals_per_class=10)
+    shape = PoolShape(**{**base.__dict__, "annotators": 1, "workers": 1, **shape_fields})
+    pool = make_synthetic_pool(seed, shape)
+    write_unannotated_pool(folder, pool, images=images)
+    return pool
+
+
+def write_unannotated_pool(folder: PathLike, pool: SyntheticPool, *, images: bool = False) -> Path:
+    """The pool folder of ``pool``'s candidates and originals, before any annotation (what ``tasks`` reads)."""
     import pyarrow as pa
 
     from pipeline.core.ownership import owned_directory
     from pipeline.rebuild.pool import POOL_FILES
-    from pipeline.rebuild.tables import from_rows, write_table
+    from pipeline.rebuild.tables import conform, from_rows, write_table
 
-    base = shape or PoolShape(n_classes=5, candidates_per_class=60, originals_per_class=10)
-    shape = PoolShape(**{**base.__dict__, "annotators": 1, "workers": 1, **shape_fields})
-    pool = make_synthetic_pool(seed, shape)
     with owned_directory(folder, "toys") as tmp:
-        write_table(pool.candidates_table(), tmp / POOL_FILES["candidates"])
-        write_table(pool.originals_table(), tmp / POOL_FILES["originals"])
+        for name, ids, classes in (("candidates", pool.candidate_ids, pool.candidate_class), ("originals", pool.original_ids, pool.original_class)):
+            id_column = "candidate_id" if name == "candidates" else "image_id"
+            table = pa.table({id_column: pa.array(ids.tolist(), pa.string()), "wnid": pa.array(pool.wnids[classes].tolist(), pa.string())})
+            write_table(conform(table, name, "synthetic pool"), tmp / POOL_FILES[name])
         write_table(from_rows([], "annotations"), tmp / POOL_FILES["annotations"])
         if images:
             data = [toy_jpeg(i) for i in range(len(pool.candidate_ids))]
@@ -54,7 +62,29 @@ def write_toy_pool(folder: PathLike, *, seed: int = 0, images: bool = False, sha
             write_table(table, tmp / POOL_FILES["images"])
         else:
             write_table(from_rows([], "images"), tmp / POOL_FILES["images"])
-    return pool
+    return Path(folder)
+
+
+def crowd_round_trip(pool: SyntheticPool, folder: PathLike, grid, *, seed: int = 0, workers: int = 400,
+                     spammer_fraction: float = 0.0, rejected_fraction: float = 0.0, image_columns: bool = False) -> dict:
+    """Tasks for ``pool`` answered by simulated workers, as a maintainer's round trip would leave them.
+
+    Writes ``folder/unannotated-pool`` (the input of ``tasks``), ``folder/tasks`` (``tasks`` with
+    ``grid``, a :class:`~pipeline.rebuild.task_grid.GridConfig`; no image upload) and
+    ``folder/batch-results.csv`` (the workers' answers, for ``ingest --tasks``; without the
+    ``Input.image_<k>_url`` columns unless ``image_columns``, to keep it small). Returns the tasks
+    summary and the answers' counts.
+    """
+    from pipeline.rebuild.task_key import SECRET_ENV
+    from pipeline.rebuild.tasks import TasksConfig, make_tasks
+
+    folder = Path(folder)
+    write_unannotated_pool(folder / "unannotated-pool", pool)
+    summary = make_tasks(folder / "unannotated-pool", folder / "tasks", TasksConfig(grid=grid, upload=False),
+                         environ={SECRET_ENV: f"toy crowd secret, seed {seed}"})
+    answers = answer_tasks(folder / "tasks", folder / "batch-results.csv", toy_truth(pool), seed=seed, workers=workers,
+                           spammer_fraction=spammer_fraction, rejected_fraction=rejected_fraction, image_columns=image_columns)
+    return {"summary": summary, **answers}
 
 
 def toy_jpeg(number: int, size: tuple[int, int] = (64, 48)) -> bytes:
@@ -97,15 +127,19 @@ def answer_tasks(
     spammer_fraction: float = 0.0,
     rejected_fraction: float = 0.0,
     id_prefix: str = "",
+    image_columns: bool = True,
 ) -> dict:
     """Simulated workers answer every task of ``tasks_folder``; their batch-results CSV goes to ``output``.
 
     Each task gets ``assignments`` (default: the folder's) distinct workers out of ``workers``; a
     spammer selects each image with probability 0.5; a fraction of assignments is rejected.
-    Returns the counts written and the spammers' ids.
+    ``image_columns``: write the ``Input.image_<k>_url`` columns, as MTurk does (without them the
+    file is much smaller). Returns the counts written and the spammers' ids.
     """
+    import csv
+
     from pipeline.core.atomic import atomic_file
-    from pipeline.rebuild.batch_results import read_batch_input, results_row, write_results
+    from pipeline.rebuild.batch_results import read_batch_input, results_columns, results_row
     from pipeline.rebuild.task_key import SUMMARY, TaskKey
 
     folder = Path(tasks_folder)
@@ -116,18 +150,23 @@ def answer_tasks(
     rng = np.random.default_rng([seed, 17])
     spammer = rng.random(workers) < spammer_fraction
     batch = read_batch_input(folder)
-    rows = []
-    for number, row in enumerate(batch):
-        task = key.tasks[row["task_id"]]
-        urls = [row[f"image_{k}_url"] for k in range(1, len(task.images) + 1)]
-        p = np.array([truth(key.entries[name].id, task.wnid) for name in task.images])
-        for w in rng.permutation(workers)[:assignments]:
-            chosen = rng.random(len(p)) < (0.5 if spammer[w] else p)
-            status = "Rejected" if rng.random() < rejected_fraction else "Approved"
-            aid = f"{id_prefix}A{number:06d}{int(w):05d}"
-            fields = {"HITId": f"{id_prefix}H{number:08d}", "HITTypeId": "TOYTYPE", "AssignmentId": aid,
-                      "WorkerId": f"W{int(w):05d}", "AssignmentStatus": status, "WorkTimeInSeconds": 60}
-            rows.append(results_row(fields, row, [u for u, c in zip(urls, chosen) if c]))
+    inputs = [c for c in batch[0] if image_columns or not c.startswith("image_")]
+    columns = results_columns(inputs)
+    count = 0
     with atomic_file(output, "w") as f:
-        write_results(f, rows, list(batch[0]))
-    return {"assignments": len(rows), "tasks": len(batch), "spammers": [f"W{int(w):05d}" for w in np.flatnonzero(spammer)]}
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(columns)
+        for number, row in enumerate(batch):
+            task = key.tasks[row["task_id"]]
+            urls = np.array([row[f"image_{k}_url"] for k in range(1, len(task.images) + 1)], dtype=object)
+            p = np.array([truth(key.entries[name].id, task.wnid) for name in task.images])
+            shown = {c: row[c] for c in inputs}
+            for w in rng.permutation(workers)[:assignments]:
+                chosen = rng.random(len(p)) < (0.5 if spammer[w] else p)
+                status = "Rejected" if rng.random() < rejected_fraction else "Approved"
+                fields = {"HITId": f"{id_prefix}H{number:08d}", "HITTypeId": "TOYTYPE", "AssignmentId": f"{id_prefix}A{number:06d}{int(w):05d}",
+                          "WorkerId": f"W{int(w):05d}", "AssignmentStatus": status, "WorkTimeInSeconds": 60}
+                answer = results_row(fields, shown, urls[chosen])
+                writer.writerow([answer[c] for c in columns])
+                count += 1
+    return {"assignments": count, "tasks": len(batch), "spammers": [f"W{int(w):05d}" for w in np.flatnonzero(spammer)]}

@@ -3,10 +3,11 @@
 The same stage functions a real rebuild uses, in order:
 
 1. inputs: a synthetic pool for the 1,000 ImageNet classes (:mod:`pipeline.toys.synthetic_pool`):
-   candidate records (JSON Lines), original validation images (CSV of labels + JPEGs), the
-   workers' answers as a batch-results CSV, small JPEGs for every image, a blacklist, confirmed
-   near-duplicate pairs and a near-duplicate review table;
-2. ``ingest`` → pool folder; 3. ``selection-frequency`` (dropping workers who fail the
+   candidate records (JSON Lines), original validation images (CSV of labels + JPEGs), small
+   JPEGs for every image, a blacklist, confirmed near-duplicate pairs and a near-duplicate review table;
+2. the crowd round trip: ``tasks`` (grids with hidden controls), simulated workers answering them
+   as an MTurk batch-results CSV (:mod:`pipeline.toys.annotators`), ``ingest --tasks`` → pool
+   folder; 3. ``selection-frequency`` (dropping workers who fail the
    controls); 4. ``sample`` by the three rules, then a simulated final review blacklists some
    chosen images and each rule samples a second revision chained from the first;
 5. ``build-set`` → release-layout tars and a Hub-ready folder, through the ImageNetV2 builder;
@@ -50,6 +51,14 @@ DEMO_SHAPE = PoolShape(
 MIN_CONTROL_ACCURACY = 0.65
 PER_CLASS = 3
 MIN_ORIGINALS_PER_CLASS = 6
+
+
+def demo_grid(shape: PoolShape):
+    """The demo's tasks: one grid per class, all its candidates, 6 positive and 3 negative hidden controls."""
+    from pipeline.rebuild.task_grid import GridConfig
+
+    return GridConfig(images_per_task=shape.candidates_per_class + MIN_ORIGINALS_PER_CLASS + 3, positive=MIN_ORIGINALS_PER_CLASS,
+                      negative=3, assignments=shape.annotators, seed=0)
 
 
 @dataclass(frozen=True)
@@ -247,21 +256,26 @@ def run_demo(
         inputs.mkdir()
         pool.write_candidates_jsonl(inputs / "candidates.jsonl")
         pool.write_originals_csv(inputs / "originals.csv")
-        pool.write_batch_results_csv(inputs / "batch-results.csv")
         write_image_table(inputs / "images.parquet", "candidate_id", pool.candidate_ids, encode_images(candidate_codes, seed, progress))
         original_images = encode_images(original_codes, seed + 1, progress)
         write_image_table(inputs / "originals-images.parquet", "image_id", pool.original_ids, original_images)
         review = write_review_inputs(inputs, pool, seed)
 
-        steps("ingest: checking the records and the batch results, writing the pool tables")
+        steps("tasks -> simulated workers -> ingest --tasks: grids with hidden controls, answered as an MTurk batch")
+        from pipeline.toys.annotators import crowd_round_trip
+
+        crowd = crowd_round_trip(pool, inputs, demo_grid(shape), seed=seed, workers=shape.workers,
+                                 spammer_fraction=shape.spammer_fraction, rejected_fraction=shape.rejected_fraction)
+        echo(f"      {crowd['summary']['tasks']:,} tasks of {demo_grid(shape).images_per_task} images "
+             f"(MTurk cost at this size: {crowd['summary']['cost']['total_usd']:,.2f} USD)")
         report = ingest(tmp / "pool", candidates=inputs / "candidates.jsonl", originals=inputs / "originals.csv",
-                        results=[inputs / "batch-results.csv"], images=inputs / "images.parquet")
+                        results=[inputs / "batch-results.csv"], images=inputs / "images.parquet", tasks=[inputs / "tasks"])
         echo(f"      {report['annotation_rows']:,} annotations in {report['assignments']['total']:,} assignments "
              f"({report['assignments']['Rejected']} rejected) by {report['workers']} workers")
 
         steps(f"selection-frequency (dropping workers below {MIN_CONTROL_ACCURACY:.0%} on the controls)")
         _, sf_report = selection_frequency_stage(tmp / "pool", min_control_accuracy=MIN_CONTROL_ACCURACY)
-        spammers = int(pool.worker_is_spammer.sum())
+        spammers = len(crowd["spammers"])
         echo(f"      dropped {len(sf_report['worker_filter']['dropped'])} workers (the pool has {spammers} random clickers); "
              f"mean selection frequency: candidates {sf_report['mean_selection_frequency']['candidates']:.3f}, "
              f"originals {sf_report['mean_selection_frequency']['originals_own_class']:.3f}")
