@@ -94,6 +94,8 @@ def test_search_download_ingest_selection_frequency_on_five_classes(tmp_path):
     assert report["assignments"]["total"] == 15 and report["classes"] == "classes.yaml"
     cli("selection-frequency", tmp_path / "pool", "--classes", classes)
 
+    pool_candidates = pq.read_table(tmp_path / "pool" / "candidates.parquet").to_pylist()
+    assert sorted(r["search_step"] for r in pool_candidates if r["wnid"] == "n01503061") == ["lemmas", "lemmas", "parent-word", "parent-word"]
     images = pq.read_table(tmp_path / "pool" / "images.parquet").to_pylist()
     assert all((tmp_path / "pool" / row["path"]).is_file() and "/annotation/" in row["path"] for row in images)
     frequencies = pq.read_table(tmp_path / "pool" / "selection_frequencies.parquet").to_pylist()
@@ -168,15 +170,12 @@ def test_candidates_from_a_folder_and_a_dataset_have_stable_ids_and_ingest(tmp_p
     assert {r["search_engine"] for r in records} == {"folder"}
     assert sorted(r["source"] for r in records if "also_found_for" in r) == ["n02084071/shared.jpg", "n02121808/shared.jpg"]
 
-    from pipeline.rebuild.from_images import candidates_from_images, dataset_images
-    from pipeline.rebuild.classes import load_classes
+    from pipeline.__main__ import main
 
-    class_list = load_classes(classes)
     shutil.copytree(tmp_path / "photos", tmp_path / "flat")  # imagefolder infers labels only from files at one depth
     (tmp_path / "flat" / "n02084071" / "more" / "c.png").rename(tmp_path / "flat" / "n02084071" / "c.png")
     (tmp_path / "flat" / "n02084071" / "more").rmdir()
-    counts = candidates_from_images(dataset_images(str(tmp_path / "flat"), class_list), tmp_path / "from_dataset", "dataset")
-    assert counts["candidates"] == 5
+    assert main(["search", "--classes", str(classes), "--from-dataset", str(tmp_path / "flat"), "--output", str(tmp_path / "from_dataset")]) == 0
     from_dataset = read_jsonl(tmp_path / "from_dataset" / "candidates.jsonl")
     assert {(r["id_ours"], r["wnid"]) for r in from_dataset} == expected_ids(tmp_path / "photos")
 

@@ -65,6 +65,7 @@ SOURCE_FIELDS: tuple[Column, ...] = (
     Column("max_images", pa.int32(), True, "how many results the search asked for"),
     Column("batch", pa.string(), True, "the download batch the candidate came in"),
     Column("source_filename", pa.string(), True, "the search-result file the record came from"),
+    Column("search_step", pa.string(), True, "the search's expansion step that found it (lemmas, parent-word, ...; ours)"),
 )
 
 TABLES: dict[str, tuple[Column, ...]] = {
