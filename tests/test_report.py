@@ -256,3 +256,13 @@ def test_selection_frequency_bins_from_an_evaluation_folder(tmp_path, capsys):
     assert main(["report", results, "--output", str(tmp_path / "r2"), "--selection-frequencies",
                  str(pool / "selection_frequencies.parquet")]) == 1
     assert "--pool" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["pipeline.evaluation.report", "pipeline.evaluation.paired", "pipeline.evaluation.selection_bins",
+                                  "pipeline.rebuild.selection_prior"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
