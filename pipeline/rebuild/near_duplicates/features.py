@@ -1,7 +1,8 @@
 """Features of the near-duplicate measures, computed once and kept on disk as memory-mapped arrays.
 
-- ``pixels``: the 256 x 256 RGB copy, 196,608 values as float16 (every integer 0..255 is exact
-  in float16); the ``l2`` search runs on it and ``dssim`` reads its images back from it;
+- ``pixels``: the 256 x 256 RGB copy, 196,608 values as uint8 (the exact values; half the size of
+  float16, and converted to float32 many times faster); the ``l2`` search runs on it and
+  ``dssim`` reads its images back from it;
 - ``fc7``: VGG-16's penultimate-layer activations (4,096, after the ReLU) of the 224 x 224
   resize, ImageNet-normalised, as float32 (or float16 with ``dtype``).
 
@@ -248,7 +249,7 @@ def _write_batch(writers: dict, lacking: dict, ids: list, copies: list, smalls: 
         if not keep:
             continue
         if kind == "pixels":
-            values = np.stack([copies[n] for n in keep]).reshape(len(keep), -1).astype(np.float16)
+            values = np.stack([copies[n] for n in keep]).reshape(len(keep), -1)
         else:
             values = fc7_model(np.stack([smalls[n] for n in keep])).astype(writer.array.dtype)
         writer.add([ids[n] for n in keep], values)

@@ -22,6 +22,7 @@ references into shards searched as Ray tasks and merges their top-k the same way
 from __future__ import annotations
 
 import logging
+import time
 from typing import Iterator, Optional, Sequence
 
 import numpy as np
@@ -31,6 +32,7 @@ from .features import Segment, read_rows
 logger = logging.getLogger(__name__)
 
 DEFAULT_MEMORY_MB = 1024
+MARGIN = 2  # extra neighbours FAISS keeps per chunk, for ties its float32 sums cannot tell apart
 
 
 def total_rows(segments: Sequence[Segment]) -> int:
@@ -58,7 +60,7 @@ def iter_chunks(segments: Sequence[Segment], rows: int) -> Iterator[tuple[int, n
 
 def chunk_rows(dim: int, memory_bytes: int) -> tuple[int, int]:
     """Query rows and reference rows per block for ``memory_bytes`` (a quarter and a half of it)."""
-    per_row = dim * 6  # the float32 copy plus the stored float16 rows it is made from
+    per_row = dim * 6  # the float32 copy plus the stored rows it is made from (uint8 or float16)
     return max(1, memory_bytes // 4 // per_row), max(1, memory_bytes // 2 // per_row)
 
 
@@ -99,18 +101,21 @@ def _rerank(q: np.ndarray, I: np.ndarray, references, offset: int, center: float
     rows_q, slots, wanted = rows_q[order], slots[order], wanted[order]
     unique = np.unique(wanted)
     dim = q.shape[1]
-    group = max(1, memory_bytes // 4 // (dim * 10))
-    batch = max(1, memory_bytes // 4 // (dim * 16))
+    group = max(1, memory_bytes // 4 // (dim * 4))
+    batch = max(1, min(64, memory_bytes // 4 // (dim * 12)))
+    buffer = np.empty((batch, dim), np.float32)
     for start in range(0, len(unique), group):
         chunk = unique[start : start + group]
-        data = read_rows(references, chunk - offset).astype(np.float64)
-        data -= center
+        data = read_rows(references, chunk - offset)
         lo, hi = np.searchsorted(wanted, chunk[0], side="left"), np.searchsorted(wanted, chunk[-1], side="right")
         position = np.searchsorted(chunk, wanted[lo:hi])
         for a in range(lo, hi, batch):
             b = min(a + batch, hi)
-            diff = data[position[a - lo : b - lo]] - q[rows_q[a:b]].astype(np.float64)
-            D[rows_q[a:b], slots[a:b]] = np.einsum("ij,ij->i", diff, diff)
+            diff = buffer[: b - a]
+            np.copyto(diff, data[position[a - lo : b - lo]], casting="unsafe")
+            diff -= np.float32(center)
+            diff -= q[rows_q[a:b]]  # exact for pixels: integers in float32
+            D[rows_q[a:b], slots[a:b]] = np.einsum("ij,ij->i", diff, diff, dtype=np.float64)  # summed in float64
     order = np.argsort(D, axis=1, kind="stable")
     D, I = np.take_along_axis(D, order, 1), np.take_along_axis(I, order, 1)
     I[~np.isfinite(D)] = -1
@@ -144,6 +149,7 @@ def search_top_k(
     device: str = "cpu",
     reference_offset: int = 0,
     progress=None,
+    timings: Optional[dict] = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact ``k`` nearest references of every query: ``(squared distances, global indices)``.
 
@@ -163,7 +169,7 @@ def search_top_k(
     dim = int(np.load(queries[0].path, mmap_mode="r").shape[1])
     q_rows, r_rows = chunk_rows(dim, memory_bytes)
     bar = progress(total=-(-n_queries // q_rows) * -(-n_refs // r_rows), desc="search", unit="chunk") if progress else None
-    wanted = 2 * k + (1 if exclude is not None else 0)  # a margin for FAISS's float32 ranking, then exact distances
+    wanted = k + MARGIN + (1 if exclude is not None else 0)  # FAISS ranks in float32; the kept ones are re-measured exactly
     for q_start, q_block in iter_chunks(queries, q_rows):
         q = _as_float32(q_block, center)
         own = None if exclude is None else exclude[q_start : q_start + len(q)]
@@ -177,7 +183,10 @@ def search_top_k(
         heap.finalize()
         I = heap.I.copy()
         I[heap.D >= np.finfo(np.float32).max] = -1
+        started = time.perf_counter()
         D, I = _rerank(q, I, references, reference_offset, center, memory_bytes)
+        if timings is not None:
+            timings["remeasure"] = timings.get("remeasure", 0.0) + time.perf_counter() - started
         D_all[q_start : q_start + len(q)] = D[:, :k]
         I_all[q_start : q_start + len(q)] = I[:, :k]
     if bar is not None:
