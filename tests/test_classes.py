@@ -104,5 +104,12 @@ def test_wordnet_fills_lemmas_gloss_parent_and_similar_classes(tmp_path):
     assert set(classes.most_similar("n02121808")) == {"n02084071", "n01503061", "n02374451"}
 
 
+def test_imagenet_1k_package_data_agrees_with_the_builders_classes():
+    from imagenetv2.classes import imagenet_classes
+
+    classes = imagenet_1k()
+    assert [(c.wnid, c.name, c.lemmas, c.gloss) for c in classes.classes] == [(c.wnid, c.name, c.synset, c.gloss) for c in imagenet_classes()]
+
+
 def test_imagenet_1k_is_cached():
     assert imagenet_1k() is imagenet_1k()

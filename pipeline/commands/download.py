@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._errors import reporting_errors
+from ._errors import reporting_errors, require_extra
 
 HELP = "download every candidate's image (parallel, resumable): original bytes, annotation copy (500 px) and near-duplicate copy (256x256)"
 
@@ -22,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     def main() -> int:
+        require_extra("pipeline", ["httpx", "tqdm"], "download")
         from pipeline.rebuild.download import download
 
         report = download(args.candidates, args.output, workers=args.workers, retries=args.retries, backoff=args.backoff,

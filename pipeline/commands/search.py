@@ -6,7 +6,7 @@ import argparse
 import json
 
 from ._classes import add_class_arguments, class_list_from_args
-from ._errors import reporting_errors
+from ._errors import reporting_errors, require_extra
 
 HELP = "search Flickr for candidate images of every class (paper's settings; resumable), or make candidates from a folder or dataset"
 
@@ -49,6 +49,7 @@ def _search(args: argparse.Namespace, classes) -> int:
 
 def run(args: argparse.Namespace) -> int:
     def main() -> int:
+        require_extra("pipeline", ["httpx", "yaml", "tqdm", "pyarrow"], "search")
         if args.print_config:
             from pipeline.rebuild.search_config import default_config_text
 
