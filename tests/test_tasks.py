@@ -236,3 +236,24 @@ def test_follow_up_round_covers_only_what_is_short(toys, tmp_path):
         assert extra == [c for c in mine if c < 10][: 8 - annotated] and extra[0] == 0
     both = TaskKey.load([root / "tasks", tmp_path / "f"])
     assert len(both.tasks) == 10 + len(tasks)
+
+
+def test_another_class_list_gives_names_and_negatives(tmp_path):
+    from pipeline.rebuild.classes import ClassInfo, ClassList
+
+    write_toy_pool(tmp_path / "pool", n_classes=3, candidates_per_class=10, originals_per_class=4)
+    from pipeline.rebuild.pool import load_pool
+
+    wnids = sorted(set(load_pool(tmp_path / "pool", ["candidates"]).candidates.column("wnid").to_pylist()))
+    classes = ClassList(tuple(ClassInfo(w, f"thing {i}", (f"thing {i}",), f"gloss {i}", "", (wnids[(i + 2) % 3],))
+                              for i, w in enumerate(wnids)), "my list")
+    make_tasks(tmp_path / "pool", tmp_path / "t", TasksConfig(upload=False), classes=classes, environ=SECRET)
+    key, tasks = roles(tmp_path / "t")
+    for task in tasks:
+        i = wnids.index(task.wnid)
+        assert {key[n].wnid for n in task.images if key[n].role == "negative"} == {wnids[(i + 2) % 3]}
+    with open(tmp_path / "t" / "batch_input.csv", newline="") as f:
+        row = next(csv.DictReader(f))
+    assert (row["class_name"], row["gloss"], row["wikipedia_url"]) == ("thing 0", "gloss 0", "https://en.wikipedia.org/wiki/thing_0")
+    with pytest.raises(ValueError, match="lacks"):
+        make_tasks(tmp_path / "pool", tmp_path / "u", TasksConfig(upload=False), classes=ClassList(classes.classes[:2], "short"), environ=SECRET)

@@ -77,7 +77,12 @@ def mturk_cost(tasks: int, assignments: int, reward: float) -> dict:
 
 
 def _classes_of(wnids, classes: Optional[ClassList]) -> ClassList:
-    classes = classes or load_classes()
+    if classes is not None:
+        missing = sorted(w for w in wnids if w not in classes)
+        if missing:
+            raise ValueError(f"the pool has class(es) {', '.join(missing[:5])} that the class list {classes.source} lacks; pass the pool's --classes file")
+        return classes
+    classes = load_classes()
     return classes if all(w in classes for w in wnids) else class_list_of(wnids)
 
 

@@ -53,12 +53,18 @@ PER_CLASS = 3
 MIN_ORIGINALS_PER_CLASS = 6
 
 
-def demo_grid(shape: PoolShape):
-    """The demo's tasks: one grid per class, all its candidates, 6 positive and 3 negative hidden controls."""
+def _crowd_round_trip(pool: SyntheticPool, inputs: Path, shape: PoolShape, seed: int, echo) -> dict:
+    """Tasks (one grid per class: its candidates, 6 positive and 3 negative hidden controls), answered by simulated workers."""
     from pipeline.rebuild.task_grid import GridConfig
+    from pipeline.toys.annotators import crowd_round_trip
 
-    return GridConfig(images_per_task=shape.candidates_per_class + MIN_ORIGINALS_PER_CLASS + 3, positive=MIN_ORIGINALS_PER_CLASS,
+    grid = GridConfig(images_per_task=shape.candidates_per_class + MIN_ORIGINALS_PER_CLASS + 3, positive=MIN_ORIGINALS_PER_CLASS,
                       negative=3, assignments=shape.annotators, seed=0)
+    crowd = crowd_round_trip(pool, inputs, grid, seed=seed, workers=shape.workers,
+                             spammer_fraction=shape.spammer_fraction, rejected_fraction=shape.rejected_fraction)
+    echo(f"      {crowd['summary']['tasks']:,} tasks of {grid.images_per_task} images "
+         f"(MTurk cost at this size: {crowd['summary']['cost']['total_usd']:,.2f} USD)")
+    return crowd
 
 
 @dataclass(frozen=True)
@@ -262,12 +268,7 @@ def run_demo(
         review = write_review_inputs(inputs, pool, seed)
 
         steps("tasks -> simulated workers -> ingest --tasks: grids with hidden controls, answered as an MTurk batch")
-        from pipeline.toys.annotators import crowd_round_trip
-
-        crowd = crowd_round_trip(pool, inputs, demo_grid(shape), seed=seed, workers=shape.workers,
-                                 spammer_fraction=shape.spammer_fraction, rejected_fraction=shape.rejected_fraction)
-        echo(f"      {crowd['summary']['tasks']:,} tasks of {demo_grid(shape).images_per_task} images "
-             f"(MTurk cost at this size: {crowd['summary']['cost']['total_usd']:,.2f} USD)")
+        crowd = _crowd_round_trip(pool, inputs, shape, seed, echo)
         report = ingest(tmp / "pool", candidates=inputs / "candidates.jsonl", originals=inputs / "originals.csv",
                         results=[inputs / "batch-results.csv"], images=inputs / "images.parquet", tasks=[inputs / "tasks"])
         echo(f"      {report['annotation_rows']:,} annotations in {report['assignments']['total']:,} assignments "
