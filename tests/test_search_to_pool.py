@@ -57,7 +57,9 @@ def crowd_results(path, candidates, originals):
     return expected
 
 
-def test_search_download_ingest_selection_frequency_on_five_classes(tmp_path):
+def test_search_download_ingest_selection_frequency_on_five_classes(tmp_path, capsys):
+    from pipeline.__main__ import main
+
     classes = tmp_path / "classes.yaml"
     classes.write_text(CLASSES_YAML)
     config = tmp_path / "search.yaml"
@@ -86,13 +88,13 @@ def test_search_download_ingest_selection_frequency_on_five_classes(tmp_path):
     expected = crowd_results(tmp_path / "results.csv", stored, originals)
     ingest_args = ["--candidates", tmp_path / "search" / "candidates.jsonl", "--originals", tmp_path / "originals.json",
                    "--results", tmp_path / "results.csv", "--images", tmp_path / "images", "--output", tmp_path / "pool"]
-    refused = subprocess.run([sys.executable, "-m", "pipeline", "ingest", *map(str, ingest_args)], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 1 and "must be one of the 1000 classes of the class list imagenet-1k" in refused.stderr
+    assert main(["ingest", *map(str, ingest_args)]) == 1  # without --classes: ImageNet-1k
+    assert "must be one of the 1000 classes of the class list imagenet-1k" in capsys.readouterr().err
     done = cli("ingest", *ingest_args, "--classes", classes)
     report = json.loads(done.stdout[: done.stdout.rindex("}") + 1])
     assert (report["candidates"], report["failed_downloads"], report["image_files"], report["candidates_without_image"]) == (len(stored), 2, len(stored), 0)
     assert report["assignments"]["total"] == 15 and report["classes"] == "classes.yaml"
-    cli("selection-frequency", tmp_path / "pool", "--classes", classes)
+    assert main(["selection-frequency", str(tmp_path / "pool"), "--classes", str(classes)]) == 0
 
     pool_candidates = pq.read_table(tmp_path / "pool" / "candidates.parquet").to_pylist()
     assert sorted(r["search_step"] for r in pool_candidates if r["wnid"] == "n01503061") == ["lemmas", "lemmas", "parent-word", "parent-word"]
@@ -104,8 +106,6 @@ def test_search_download_ingest_selection_frequency_on_five_classes(tmp_path):
     assert all(row["num_shown"] == 3 for row in frequencies)
 
     # ... -> sample -> build-set: a Hub-ready folder whose ClassLabel is the class list's names
-    from pipeline.__main__ import main
-
     revision = tmp_path / "top.json"
     assert main(["sample", str(tmp_path / "pool"), "--rule", "top-images", "--seed", "1", "--per-class", "2", "--min-annotations", "3",
                  "--classes", str(classes), "--output", str(revision)]) == 0
