@@ -204,9 +204,9 @@ def search_class(searcher: _Searcher, info: ClassInfo, hand_written: Mapping[str
     for step in config.plan():
         if step.index > 0 and len(found) >= config.target_candidates:
             break
-        queries = queries_for(step.queries, info, hand_written)
         if step.queries == "hand-written" and not hand_written:
-            continue
+            continue  # no queries file: the step is skipped
+        queries = queries_for(step.queries, info, hand_written)
         summary[step.name] = stats = StepSummary()
         limit = max(1, int(step.settings["max_images"]) // max(len(queries), 1))
         for query in queries:
