@@ -266,3 +266,58 @@ def test_docstring_examples(name):
 
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+# --- end to end: evaluate on several models, then report and compare ----------------------------
+
+
+def _stand_in_set(folder, n: int, offset: int, split: str):
+    """A tiny ImageNet-labelled set with ImageNetV2's features (ids ``c<offset + i>``) as a Hub-ready folder."""
+    import datasets
+    from fixtures_imagenetv2 import synthetic_jpeg
+
+    from imagenetv2.classes import imagenet_classes
+    from imagenetv2.features import imagenetv2_features
+    from pipeline.core.export import ConfigExport, write_hub_folder
+
+    labels = [((i + offset) * 37) % 1000 for i in range(n)]
+    rows = {name: [None] * n for name in imagenetv2_features()}
+    rows |= {"image": [{"bytes": synthetic_jpeg(c, 9), "path": None} for c in labels], "label": labels,
+             "wnid": [imagenet_classes()[c].wnid for c in labels], "candidate_id": [f"c{offset + i}" for i in range(n)]}
+    table = datasets.Dataset.from_dict(rows, features=imagenetv2_features())
+    return write_hub_folder(folder, [ConfigExport("default", table, default=True, split=split)], "# stand-in", {"license": "mit"})
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+@pytest.mark.integration
+def test_evaluate_then_report_and_compare(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("timm", reason="evaluate needs the eval extra (torch, timm)")
+    from pipeline.__main__ import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    original = _stand_in_set(tmp_path / "imagenet-val", 40, 0, "validation")
+    new = _stand_in_set(tmp_path / "rebuilt", 30, 1000, "test")
+    models = [f"--model=timm:{name}" for name in ("test_resnet", "test_efficientnet", "test_convnext")]
+    assert main(["evaluate", "--no-progress", *models, "--no-pretrained", "--original", str(original), "--new", str(new),
+                 "--batch-size", "8", "--workers", "0", "--n-bootstrap", "200", "--output", str(tmp_path / "eval"),
+                 "--cache-dir", str(tmp_path / "cache")]) == 0
+    frequencies = tmp_path / "sf.csv"
+    ids = [f"c{i}" for i in range(40)] + [f"c{1000 + i}" for i in range(30)]
+    frequencies.write_text("candidate_id,selection_frequency\n" + "".join(f"{c},{(i % 10) / 10}\n" for i, c in enumerate(ids)))
+    out = tmp_path / "report"
+    assert main(["report", str(tmp_path / "eval" / "results.json"), "--output", str(out), "--n-bootstrap", "200",
+                 "--selection-frequencies", str(frequencies), "--cache-dir", str(tmp_path / "cache")]) == 0, capsys.readouterr().err
+    document = json.loads((out / "report.json").read_text())
+    assert document["sets"]["rebuilt@test"]["n_models"] == 3
+    assert {e["images_with_selection_frequency"] for e in document["selection_frequency_bins"]["models"]} == {40, 30}
+    rows = json.loads((tmp_path / "eval" / "results.json").read_text())["rows"]
+    by = {(r["model"], r["dataset"]): r for r in rows}
+    entry = next(e for e in document["models"] if e["model"] == "test_resnet")
+    assert entry["top1_change"] == pytest.approx(by[("test_resnet", "rebuilt@test")]["top1_accuracy"]
+                                                 - by[("test_resnet", "imagenet-val@validation")]["top1_accuracy"])
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "eval"), "--model", "test_resnet", "--model", "test_convnext",
+                 "--dataset", "rebuilt@test", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["total"] == 30 and result["accuracy_a"] == pytest.approx(by[("test_resnet", "rebuilt@test")]["top1_accuracy"])
