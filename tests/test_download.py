@@ -3,7 +3,6 @@
 import hashlib
 import io
 import json
-import os
 import signal
 import subprocess
 import sys
