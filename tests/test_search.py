@@ -73,6 +73,13 @@ def test_queries_carry_the_papers_settings_and_records_the_released_fields(tmp_p
     assert (r["max_images"], r["min_uploaded_date"], r["max_uploaded_date"], r["uploader"]) == (100, "2012-07-11", "2013-07-11", "tester")
     assert r["date_upload_search_engine"] == "2012-07-20 01:00:00" and r["owner"] == "12345@N00"
     assert [x["date_upload_search_engine"] for x in records] == sorted(x["date_upload_search_engine"] for x in records)
+    # the ImageNetV2 builder's metadata reader takes these records (as a search-result JSON list)
+    from imagenetv2.features import METADATA_FIELDS
+    from imagenetv2.metadata import search_result_records
+
+    (tmp_path / "results.json").write_text(json.dumps(records))
+    found = search_result_records([tmp_path / "results.json"], {x["id_ours"]: x["wnid"] for x in records})
+    assert len(found) == 3 and all(found[x["id_ours"]][field] is not None for x in records for field in METADATA_FIELDS.values())
 
 
 def test_pages_until_the_per_query_limit(tmp_path):
