@@ -112,7 +112,8 @@ def baseline_flags(models: Sequence[str], baseline) -> list[bool]:
     if isinstance(baseline, str):
         flags = [fnmatch.fnmatchcase(m, baseline) for m in models]
         if not any(flags):
-            raise ValueError(f"--baseline {baseline!r} matches none of the models {list(models)}; use a glob pattern such as 'resnet*'")
+            raise ValueError(f"--baseline {baseline!r} matches none of the models {list(models)}; pass a glob pattern "
+                             f"(case-sensitive, * and ? wildcards) that matches the standard models' names")
         return flags
     if callable(baseline):
         return [bool(baseline(m)) for m in models]
