@@ -294,3 +294,19 @@ def test_the_docs_show_the_default_config_and_the_command_prints_it(capsys):
     assert text[text.index("endpoint:"):].strip() in docs
     assert main(["search", "--print-config"]) == 0
     assert capsys.readouterr().out == text
+
+
+def test_the_rate_limit_spaces_the_calls():
+    from pipeline.rebuild.flickr import RateLimiter
+
+    now, sleeps = [100.0], []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    limiter = RateLimiter(2.0, clock=lambda: now[0], sleep=sleep)
+    for _ in range(3):
+        limiter.wait()
+    assert sleeps == [0.5, 0.5]
+    assert load_search_config().requests_per_second <= 3600 / 3600  # Flickr: 3,600 calls an hour per key
