@@ -257,3 +257,22 @@ def test_another_class_list_gives_names_and_negatives(tmp_path):
     assert (row["class_name"], row["gloss"], row["wikipedia_url"]) == ("thing 0", "gloss 0", "https://en.wikipedia.org/wiki/thing_0")
     with pytest.raises(ValueError, match="lacks"):
         make_tasks(tmp_path / "pool", tmp_path / "u", TasksConfig(upload=False), classes=ClassList(classes.classes[:2], "short"), environ=SECRET)
+
+
+def test_tasks_from_a_pool_that_ingest_made_before_any_annotation(toys, tmp_path):
+    import pyarrow as pa
+
+    from pipeline.rebuild.tables import write_table
+    from pipeline.toys.annotators import toy_jpeg
+
+    root, pool = toys
+    ids = pool.candidate_ids.tolist()
+    write_table(pa.table({"candidate_id": pa.array(ids, pa.string()), "image": pa.array([toy_jpeg(i) for i in range(len(ids))], pa.binary())}),
+                tmp_path / "images.parquet")
+    report = ingest(tmp_path / "pool", candidates=root / "candidates.jsonl", originals=root / "originals.csv", results=[],
+                    images=tmp_path / "images.parquet")
+    assert report["annotation_rows"] == 0 and report["image_files"] == len(ids)
+    summary = make_tasks(tmp_path / "pool", tmp_path / "tasks", TasksConfig(), original_images=root / "originals.parquet", environ=SECRET)
+    assert summary["tasks"] == 10 and len(list((tmp_path / "tasks" / "upload").iterdir())) == len(read_key(tmp_path / "tasks"))
+    with pytest.raises(ValueError, match="--tasks given without results"):
+        ingest(tmp_path / "p2", candidates=root / "candidates.jsonl", originals=root / "originals.csv", results=[], tasks=[tmp_path / "tasks"])

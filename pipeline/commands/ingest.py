@@ -14,7 +14,7 @@ HELP = "read candidate records, crowd annotation results (batch-results CSV or J
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidates", required=True, metavar="FILE", help="candidate search records (.jsonl like candidates_in_final_sets.jsonl, .json, .csv, .parquet)")
     parser.add_argument("--originals", required=True, metavar="FILE", help="original validation images shown as controls: image_id, wnid (.csv, .json, .jsonl, .parquet)")
-    parser.add_argument("--results", required=True, action="append", metavar="FILE", help="batch-results CSV (HITId, AssignmentId, WorkerId, AssignmentStatus, Input.wnid, Input.images, Answer.selected; "
+    parser.add_argument("--results", action="append", default=[], metavar="FILE", help="leave out for a pool before annotation (the input of `tasks`); batch-results CSV (HITId, AssignmentId, WorkerId, AssignmentStatus, Input.wnid, Input.images, Answer.selected; "
                         "ids as a JSON array or separated by , or |) or JSON list of assignments; repeatable")
     parser.add_argument("--images", metavar="DIR|FILE", help="the image store `download` wrote (failed downloads are left out), a folder of <candidate id>.jpeg files, or a .parquet table of candidate_id and image bytes (JPEG or PNG)")
     parser.add_argument("--output", required=True, metavar="DIR", help="the pool folder to write (a new folder, or a pool an earlier ingest wrote: replaced atomically)")

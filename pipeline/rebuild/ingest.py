@@ -336,8 +336,10 @@ def ingest(
     clash = candidate_ids & original_ids
     if clash:
         raise IngestError(f"id(s) both a candidate and an original: {', '.join(sorted(clash)[:5])}")
-    if not results:
-        raise IngestError("no results files given; pass at least one batch-results CSV or JSON")
+    if not results and tasks:
+        raise IngestError("--tasks given without results; pass the batch-results CSV of those tasks with --results")
+    if not results:  # a pool before annotation: the input of `tasks`
+        logger.warning("no results files: the pool has no annotations yet; make its tasks with `python -m pipeline tasks`")
     from pipeline.rebuild.task_key import TaskKey
 
     key = TaskKey.load(tasks) if tasks else None
