@@ -73,10 +73,24 @@ def collate(items: list):
     images = [item[0] for item in items]
     same = all(x.dim() == 3 and x.shape == images[0].shape for x in images)
     return (
-        torch.stack(images) if same else images,
+        stack(images) if same else images,
         torch.tensor([item[1] for item in items], dtype=torch.int64),
         torch.tensor([item[2] for item in items], dtype=torch.int64),
     )
+
+
+def stack(images: list):
+    """``torch.stack``, straight into shared memory in a DataLoader worker (as torch's default collate
+    does), so that handing the batch to the main process copies nothing more."""
+    import torch
+    from torch.utils.data import get_worker_info
+
+    if get_worker_info() is None:
+        return torch.stack(images)
+    first = images[0]
+    storage = first._typed_storage()._new_shared(len(images) * first.numel(), device=first.device)
+    out = first.new(storage).resize_(len(images), *first.shape)
+    return torch.stack(images, out=out)
 
 
 def make_loader(dataset: ImageRows, batch_size: int, num_workers: int, pin_memory: bool = False):

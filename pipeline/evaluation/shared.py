@@ -130,7 +130,8 @@ class PixelStore:
             raise ValueError("pixel store is not complete")
         for begin in range(start, self.size, batch_size):
             end = min(begin + batch_size, self.size)
-            images = torch.from_numpy(np.ascontiguousarray(self.pixels[begin:end]))
+            chunk = self.pixels[begin:end]
+            images = torch.from_numpy(chunk if chunk.flags.writeable else np.array(chunk))  # a read-only map: copied
             if pin_memory:
                 images = images.pin_memory()
             yield images, torch.from_numpy(self.labels[begin:end].copy()), torch.from_numpy(self.index[begin:end].copy())
