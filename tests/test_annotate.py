@@ -192,6 +192,20 @@ def test_local_annotation_page_round_trip(folder, browser, annotation_server, tm
         ids = [key.entries[n].id for n in key.tasks[row["Input.task_id"]].images]
         assert shown[row["AssignmentId"]] == ids
         assert selected[row["AssignmentId"]] == {ids[p - 1] for p in clicks[row["Input.task_id"]]}
+    # and on to selection frequencies: per (image, class), alice's clicks over the times it was shown
+    from collections import Counter
+
+    from pipeline.rebuild.selection_frequency import selection_frequency_stage
+
+    path, _ = selection_frequency_stage(tmp_path / "pool")
+    shown_count, clicked = Counter(), Counter()
+    for task_id, positions in clicks.items():
+        task = key.tasks[task_id]
+        for p, name in enumerate(task.images, start=1):
+            shown_count[(key.entries[name].id, task.wnid)] += 1
+            clicked[(key.entries[name].id, task.wnid)] += p in positions
+    frequencies = {(r["image_id"], r["wnid"]): (r["num_selected"], r["num_shown"]) for r in pq.read_table(path).to_pylist()}
+    assert frequencies == {pair: (clicked[pair], n) for pair, n in shown_count.items()} and sum(clicked.values()) == 3
     # a restarted server continues: alice's next task is the third
     again = AnnotationSession(folder / "tasks", tmp_path / "local-results.csv")
     assert again.next_task("alice") == order[2] and again.next_task("bob") == order[0]
