@@ -72,7 +72,7 @@ class TaskKeyError(RecordError):
 
 def public_name(secret: bytes, wnid: str, image_id: str) -> str:
     """The name workers see for ``image_id`` in a task about ``wnid`` (32 hex digits)."""
-    return hmac.new(secret, f"{wnid}/{image_id}".encode("utf-8"), hashlib.sha256).hexdigest()[:NAME_LENGTH]
+    return hmac.digest(secret, f"{wnid}/{image_id}".encode("utf-8"), "sha256").hex()[:NAME_LENGTH]
 
 
 def task_id_of(secret: bytes, wnid: str, image_ids: Sequence[str]) -> str:
