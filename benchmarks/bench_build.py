@@ -1,15 +1,21 @@
-"""Build time of the ImageNetV2 builder against the floor of reading the archive once.
+"""Build and export time of ImageNetV2 against the floor of reading the archive once.
 
 A synthetic archive in the release layout holds photo-like JPEGs of about 110 KB (the real
-archives average 126 KB per image). The floor is one sequential read of the archive plus its
-sha256, measured in the same run on the same (warm) file; the build is ``download_and_prepare``
-from ``data_dir`` into a fresh cache, which reads the archive once, hashes it, checks every
-member and decodes every JPEG at 1/8 scale, and writes the Arrow cache. Target: build ≤ 2× floor.
+archives average 126 KB per image). Measured in the same run on the same (warm) file:
 
-Peak memory is measured in child processes on archives of N and 2N images: it must not grow
-with the archive size.
+- the floor: one sequential read of the archive plus its sha256; and the floor with writing
+  the output bytes once (read + sha256 + write the same bytes to a new file), the true limit of
+  a job that must write what it reads;
+- ``download_and_prepare`` from ``data_dir`` into a fresh cache (target: <= 1.5x the floor);
+- the export, ``python -m imagenetv2 build``'s work (archive -> Hub-ready Parquet folder, in one
+  streaming pass; target: <= 2x the floor);
+- a rebuilt set (its own checksum, so every JPEG is decoded at 1/8 scale) exported with 1 and 2
+  decoding processes: the scaling.
 
-    python benchmarks/bench_build.py [--images 2000] [--repeats 3]
+Peak memory (the kernel's VmHWM) is measured in fresh processes on archives of N/2 and 2N
+images: it must not grow with the archive size.
+
+    python benchmarks/bench_build.py [--images 2000] [--repeats 3] [--skip-memory]
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,12 +34,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
 from fixtures_imagenetv2 import Entry, write_tar  # noqa: E402
-from imagenetv2 import ImageNetV2, get_variant  # noqa: E402
+from imagenetv2 import PACKAGE, ImageNetV2, get_variant  # noqa: E402
 from imagenetv2.classes import wnids  # noqa: E402
+from pipeline.core.export import export_package  # noqa: E402
 from pipeline.core.integrity import FileChecksum, file_digest  # noqa: E402
 from pipeline.toys.synthetic import photo_like_jpeg  # noqa: E402
 
@@ -66,41 +75,62 @@ def write_archive(folder: Path, n_images: int, seed: int = 0) -> tuple[Path, Fil
     return revision, checksum
 
 
-def floor_seconds(path: Path) -> float:
-    start = time.perf_counter()
-    file_digest(path)  # one sequential read in 1 MiB chunks plus sha256
-    return time.perf_counter() - start
+def floor_seconds(path: Path, write_to: Path | None = None) -> float:
+    """One sequential read in 1 MiB chunks plus sha256 (and, with ``write_to``, writing the bytes)."""
+    if write_to is None:
+        start = time.perf_counter()
+        file_digest(path)
+        return time.perf_counter() - start
+    import hashlib
 
-
-def copy_seconds(path: Path, target: Path) -> float:
-    """Read the archive and write the same bytes to a new file: what any builder that writes its
-    cache on this disk pays at least (reported for context; the target is against the floor)."""
     start = time.perf_counter()
-    with open(path, "rb") as src, open(target, "wb") as dst:
+    digest = hashlib.sha256()
+    with open(path, "rb") as src, open(write_to, "wb") as dst:
         while chunk := src.read(1 << 20):
+            digest.update(chunk)
             dst.write(chunk)
     elapsed = time.perf_counter() - start
-    target.unlink()
+    write_to.unlink()
     return elapsed
 
 
-def build_seconds(data_dir: Path, revision: Path, checksum: FileChecksum, cache: Path, pinned: bool = True) -> float:
-    """Time one build. ``pinned``: the synthetic archive stands in for the released one (its
-    checksum is the variant's pinned checksum), the path every user of the release runs; otherwise
-    it is a rebuilt set with its own checksum, whose JPEGs are also fully decoded."""
-    variant = get_variant(CONFIG)
-    source = {"variant": replace(variant, archive=checksum)} if pinned else {"archive_checksum": checksum}
+def builder_kwargs(revision: Path, checksum: FileChecksum, pinned: bool) -> dict:
+    """``pinned``: the synthetic archive stands in for the released one (its checksum is the
+    variant's pinned checksum), the path every user of the release runs; otherwise it is a
+    rebuilt set with its own checksum, whose JPEGs are all decoded."""
+    source = {"variant": replace(get_variant(CONFIG), archive=checksum)} if pinned else {"archive_checksum": checksum}
+    return {"revision_file": str(revision), **source}
+
+
+def prepare_seconds(data_dir: Path, revision: Path, checksum: FileChecksum, cache: Path, num_proc: int = 1) -> float:
+    """Time ``download_and_prepare`` of the pinned set into a fresh cache."""
     start = time.perf_counter()
-    builder = ImageNetV2(config_name=CONFIG, data_dir=str(data_dir), cache_dir=str(cache), revision_file=str(revision), **source)
-    builder.download_and_prepare()
+    builder = ImageNetV2(config_name=CONFIG, data_dir=str(data_dir), cache_dir=str(cache), **builder_kwargs(revision, checksum, True))
+    builder.download_and_prepare(num_proc=num_proc)
     elapsed = time.perf_counter() - start
-    assert builder.as_dataset(split="test").num_rows == json.loads(revision.read_text())["image_filenames"].__len__()
+    n = len(json.loads(revision.read_text())["image_filenames"])
+    if builder.as_dataset(split="test").num_rows != n:
+        raise RuntimeError("the build lost rows")
     return elapsed
 
 
-def child_peak_rss(folder: Path, revision: Path, checksum: FileChecksum) -> tuple[float, float]:
+def export_seconds(data_dir: Path, revision: Path, checksum: FileChecksum, out: Path, pinned: bool = True, num_proc: int = 1) -> float:
+    """Time the export (``python -m imagenetv2 build``'s work) into a fresh folder."""
+    start = time.perf_counter()
+    export_package(PACKAGE, out, [CONFIG], data_dir=str(data_dir), cache_dir=str(out.parent / "export-cache"),
+                   builder_kwargs={CONFIG: builder_kwargs(revision, checksum, pinned)}, num_proc=num_proc)
+    elapsed = time.perf_counter() - start
+    shutil.rmtree(out)
+    return elapsed
+
+
+def child_peak_rss(folder: Path, revision: Path, checksum: FileChecksum, what: str) -> tuple[float, float]:
     """Peak RSS (MiB, the kernel's VmHWM, which exec resets unlike ru_maxrss) of a fresh process
-    after its imports, and after building the archive."""
+    after its imports, and after ``what`` ("prepare" or "export") on the archive."""
+    call = {
+        "prepare": "b.prepare_seconds(folder, revision, checksum, folder.parent / 'rss-cache')",
+        "export": "b.export_seconds(folder, revision, checksum, folder.parent / 'rss-out')",
+    }[what]
     code = (
         "import sys, pathlib, json\n"
         f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
@@ -108,14 +138,58 @@ def child_peak_rss(folder: Path, revision: Path, checksum: FileChecksum) -> tupl
         "from pipeline.core.integrity import FileChecksum\n"
         "datasets.disable_progress_bars()\n"
         "hwm = lambda: int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])\n"
+        f"folder, revision = pathlib.Path({str(folder)!r}), pathlib.Path({str(revision)!r})\n"
+        f"checksum = FileChecksum(*{[checksum.name, checksum.size, checksum.sha256]!r})\n"
         "before = hwm()\n"
-        f"b.build_seconds(pathlib.Path({str(folder)!r}), pathlib.Path({str(revision)!r}), "
-        f"FileChecksum(*{[checksum.name, checksum.size, checksum.sha256]!r}), pathlib.Path({str(folder / 'rss-cache')!r}))\n"
+        f"{call}\n"
         "print(json.dumps([before, hwm()]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     before, after = json.loads(out.strip().splitlines()[-1])
     return before / 1024, after / 1024
+
+
+def best(f, repeats: int) -> tuple[float, list[float]]:
+    runs = [f(i) for i in range(repeats)]
+    return min(runs), runs
+
+
+def report_speed(root: Path, n_images: int, repeats: int) -> None:
+    tmp, work = root / "data", root / "work"
+    tmp.mkdir(), work.mkdir()
+    revision, checksum = write_archive(tmp, n_images)
+    archive = tmp / checksum.name
+    size_mb = checksum.size / 1e6
+    print(f"archive: {n_images} images, {size_mb:.1f} MB ({checksum.size / n_images / 1e3:.0f} KB per image); "
+          f"{os.cpu_count()} cores")
+    floor = min(floor_seconds(archive) for _ in range(repeats + 1))
+    floor_w = min(floor_seconds(archive, work / "copy.tmp") for _ in range(repeats))
+    print(f"floor (read + sha256): {floor:.3f} s ({size_mb / floor:.0f} MB/s)")
+    print(f"floor with writing the bytes once (read + sha256 + write): {floor_w:.3f} s ({floor_w / floor:.2f}x the floor)")
+    prep, runs = best(lambda i: prepare_seconds(tmp, revision, checksum, work / f"cache{i}"), repeats)
+    print(f"download_and_prepare (best of {repeats}: {', '.join(f'{r:.2f}' for r in runs)}): {prep:.3f} s; "
+          f"ratio {prep / floor:.2f} to the floor (target <= 1.5), {prep / floor_w:.2f} to the floor with writing")
+    exp, runs = best(lambda i: export_seconds(tmp, revision, checksum, work / f"out{i}"), repeats)
+    print(f"export, python -m imagenetv2 build (best of {repeats}: {', '.join(f'{r:.2f}' for r in runs)}): {exp:.3f} s; "
+          f"ratio {exp / floor:.2f} to the floor (target <= 2), {exp / floor_w:.2f} to the floor with writing")
+    decode = {}
+    for procs in (1, 2):
+        decode[procs], runs = best(lambda i: export_seconds(tmp, revision, checksum, work / f"r{procs}-{i}", False, procs), repeats)
+        print(f"rebuilt set, every JPEG decoded at 1/8 scale, --num-proc {procs}: {decode[procs]:.3f} s "
+              f"({n_images / decode[procs]:.0f} images/s), ratio {decode[procs] / floor:.2f} to the floor")
+    print(f"decode scaling 1 -> 2 processes: {decode[1] / decode[2]:.2f}x")
+
+
+def report_memory(n_images: int) -> None:
+    for what in ("prepare", "export"):
+        for n in (n_images // 2, n_images * 2):
+            with tempfile.TemporaryDirectory() as tmp:
+                data = Path(tmp) / "data"
+                data.mkdir()
+                revision, checksum = write_archive(data, n, seed=n)
+                before, after = child_peak_rss(data, revision, checksum, what)
+            print(f"peak RSS, {what} of {n} images ({checksum.size / 1e6:.0f} MB archive): {after:.0f} MiB "
+                  f"(after imports {before:.0f} MiB; growth {after - before:.0f} MiB)")
 
 
 def main() -> None:
@@ -129,27 +203,9 @@ def main() -> None:
 
     datasets.disable_progress_bars()
     with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        revision, checksum = write_archive(tmp, args.images)
-        size_mb = checksum.size / 1e6
-        print(f"archive: {args.images} images, {size_mb:.1f} MB ({checksum.size / args.images / 1e3:.0f} KB per image)")
-        floor = min(floor_seconds(tmp / checksum.name) for _ in range(args.repeats + 1))
-        builds = [build_seconds(tmp, revision, checksum, tmp / f"cache{i}") for i in range(args.repeats)]
-        build = min(builds)
-        copy = min(copy_seconds(tmp / checksum.name, tmp / "copy.tmp") for _ in range(args.repeats))
-        print(f"floor (read + sha256): {floor:.3f} s  ({size_mb / floor:.0f} MB/s)")
-        print(f"context: copying the archive (read + write): {copy:.3f} s  ({copy / floor:.2f}x the floor)")
-        print(f"build (best of {args.repeats}): {build:.3f} s  ({args.images / build:.0f} images/s; runs {', '.join(f'{b:.2f}' for b in builds)})")
-        print(f"ratio build / floor: {build / floor:.2f}  (target <= 2)")
-        rebuilt = min(build_seconds(tmp, revision, checksum, tmp / f"rcache{i}", pinned=False) for i in range(args.repeats))
-        print(f"rebuilt set (own checksum, every JPEG decoded at 1/8 scale): {rebuilt:.3f} s, ratio {rebuilt / floor:.2f}")
+        report_speed(Path(tmp), args.images, args.repeats)
     if not args.skip_memory:
-        for n in (args.images // 2, args.images * 2):
-            with tempfile.TemporaryDirectory() as tmp:
-                revision, checksum = write_archive(Path(tmp), n, seed=n)
-                before, after = child_peak_rss(Path(tmp), revision, checksum)
-            print(f"peak RSS building {n} images ({checksum.size / 1e6:.0f} MB archive): {after:.0f} MiB "
-                  f"(after imports {before:.0f} MiB; growth {after - before:.0f} MiB)")
+        report_memory(args.images)
 
 
 if __name__ == "__main__":

@@ -11,21 +11,25 @@ skipped with a debug log.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import io
 import logging
 import lzma
+import mmap
+import os
 import re
 import tarfile
 import zlib
-from pathlib import Path, PurePosixPath
-from typing import BinaryIO, Iterator, NamedTuple
+from pathlib import Path
+from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
 
 logger = logging.getLogger(__name__)
 
 CANDIDATE_ID = re.compile(r"[0-9a-f]{40}")
 CLASS_FOLDER = re.compile(r"0|[1-9][0-9]{0,2}")
 LEGACY_FILE = re.compile(r"[0-9]\.jpe?g")
+DRIVE = re.compile(r"[A-Za-z]:[\\/]")
 JUNK_NAMES = {".DS_Store", "Thumbs.db", "desktop.ini"}
 JUNK_FOLDERS = {"__MACOSX"}
 TAR_BUFSIZE = 64 * 1024
@@ -45,7 +49,7 @@ class Member(NamedTuple):
     class_index: int
     candidate_id: str
     path: str  # "<class>/<candidate id>.jpeg", relative to the top folder
-    data: bytes
+    data: bytes  # or a memoryview into the archive (iter_tar_map)
 
 
 def is_junk(parts: tuple[str, ...]) -> bool:
@@ -54,9 +58,9 @@ def is_junk(parts: tuple[str, ...]) -> bool:
 
 def safe_parts(name: str, source: str) -> tuple[str, ...]:
     """Split a member name into parts, refusing absolute paths and ``..``."""
-    if name.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", name) or "\\" in name:
+    if name.startswith("/") or "\\" in name or DRIVE.match(name):
         raise ArchiveError(f"{source}: refusing member {name!r}: absolute or non-POSIX path")
-    parts = tuple(p for p in PurePosixPath(name).parts if p not in ("", "."))
+    parts = tuple(p for p in name.split("/") if p not in ("", "."))
     if ".." in parts:
         raise ArchiveError(f"{source}: refusing member {name!r}: it points outside the archive ('..')")
     return parts
@@ -124,36 +128,87 @@ def decompressed(fileobj: BinaryIO) -> BinaryIO:
 
 def iter_tar(fileobj: BinaryIO, source: str) -> Iterator[Member]:
     """Yield the images of a tar (plain, gzip, bz2 or xz) read sequentially from ``fileobj``."""
-    top = _TopFolder(source)
     try:
         with tarfile.open(fileobj=decompressed(fileobj), mode="r|", bufsize=TAR_BUFSIZE) as tar:
-            for info in tar:
-                parts = safe_parts(info.name, source)
-                if not parts or is_junk(parts):
-                    if parts:
-                        logger.debug("%s: skipping OS junk %s", source, info.name)
-                    continue
-                if not (info.isfile() or info.isdir()):
-                    kind = "link" if (info.issym() or info.islnk()) else "special file"
-                    raise ArchiveError(f"{source}: refusing member {info.name!r}: it is a {kind}, not a regular file")
-                if len(parts) == 1 and info.isfile():
-                    raise ArchiveError(f"{source}: file {info.name!r} at the top level; images belong in class folders")
-                rel = top.strip(parts)
-                if info.isdir():
-                    if len(rel) > 1:
-                        raise ArchiveError(f"{source}: unexpected folder {info.name!r}: class folders hold files only")
-                    if rel:
-                        parse_class_folder(rel[0], source)
-                    continue
-                class_index, candidate_id = parse_image_path(rel, source)
-                data = tar.extractfile(info).read()
-                if len(data) != info.size:
-                    raise ArchiveError(f"{source}: {info.name!r} is truncated")
-                yield Member(class_index, candidate_id, "/".join(rel), data)
+            yield from _members(tar, lambda info: tar.extractfile(info).read(), source)
     except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError) as e:
-        raise ArchiveError(
-            f"{source}: the archive is truncated or corrupt ({type(e).__name__}: {e}). Download it again."
-        ) from e
+        raise _corrupt(source, e) from e
+
+
+def is_plain_tar(path: os.PathLike | str) -> bool:
+    """True unless the file starts with a gzip, bzip2 or xz magic number (whatever its name says)."""
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    return not (magic.startswith((b"\x1f\x8b", b"BZh")) or magic == b"\xfd7zXZ\x00")
+
+
+@contextlib.contextmanager
+def mapped_file(path: os.PathLike | str) -> Iterator[mmap.mmap]:
+    """A read-only memory map of ``path``; closed at the end once nothing still points into it."""
+    with open(path, "rb") as f:
+        try:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError as e:  # an empty file
+            raise ArchiveError(f"{path}: the archive is truncated or corrupt ({e}). Download it again.") from None
+    try:
+        yield mapped
+    finally:
+        try:
+            mapped.close()
+        except BufferError:  # an error's traceback still holds an image: the map closes when it goes
+            pass
+
+
+def iter_tar_map(mapped: mmap.mmap, source: str) -> Iterator[Member]:
+    """Yield the images of an uncompressed tar held in ``mapped`` (see :func:`mapped_file`):
+    headers through :mod:`tarfile`, each image's bytes as a ``memoryview`` into the map (no copy;
+    release them all before the map closes). The fast path of a plain tar."""
+    view = memoryview(mapped)
+    try:
+        with tarfile.open(fileobj=mapped, mode="r:") as tar:  # headers read from the map: no system calls
+            yield from _members(_headers(tar), lambda info: view[info.offset_data:info.offset_data + info.size], source)
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise _corrupt(source, e) from e
+    finally:
+        view.release()
+
+
+def _headers(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+    while (info := tar.next()) is not None:
+        tar.members.clear()  # tarfile keeps every header; memory stays flat without them
+        yield info
+
+
+def _corrupt(source: str, error: BaseException) -> ArchiveError:
+    return ArchiveError(f"{source}: the archive is truncated or corrupt ({type(error).__name__}: {error}). Download it again.")
+
+
+def _members(infos: Iterable[tarfile.TarInfo], read: Callable[[tarfile.TarInfo], bytes], source: str) -> Iterator[Member]:
+    """Check each header against the release layout and yield the images, read with ``read``."""
+    top = _TopFolder(source)
+    for info in infos:
+        parts = safe_parts(info.name, source)
+        if not parts or is_junk(parts):
+            if parts:
+                logger.debug("%s: skipping OS junk %s", source, info.name)
+            continue
+        if not (info.isfile() or info.isdir()):
+            kind = "link" if (info.issym() or info.islnk()) else "special file"
+            raise ArchiveError(f"{source}: refusing member {info.name!r}: it is a {kind}, not a regular file")
+        if len(parts) == 1 and info.isfile():
+            raise ArchiveError(f"{source}: file {info.name!r} at the top level; images belong in class folders")
+        rel = top.strip(parts)
+        if info.isdir():
+            if len(rel) > 1:
+                raise ArchiveError(f"{source}: unexpected folder {info.name!r}: class folders hold files only")
+            if rel:
+                parse_class_folder(rel[0], source)
+            continue
+        class_index, candidate_id = parse_image_path(rel, source)
+        data = read(info)
+        if len(data) != info.size:
+            raise _corrupt(source, EOFError(f"{info.name!r} ends after {len(data)} of its {info.size} bytes"))
+        yield Member(class_index, candidate_id, "/".join(rel), data)
 
 
 def parse_class_folder(folder: str, source: str) -> int:

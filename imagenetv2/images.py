@@ -30,9 +30,14 @@ CHUNK_IMAGES = 64  # images per job handed to a worker
 OTHER_FORMATS = {b"\x89PNG": "PNG", b"GIF8": "GIF", b"RIFF": "WebP", b"BM": "BMP", b"II*\x00": "TIFF", b"MM\x00*": "TIFF"}
 
 
-def has_jpeg_markers(data: bytes) -> bool:
-    """True if ``data`` starts with SOI and ends with EOI (zero padding after EOI allowed)."""
-    return data[:3] == SOI and (data.endswith(EOI) or data.rstrip(b"\x00").endswith(EOI))
+def has_jpeg_markers(data) -> bool:
+    """True if ``data`` (bytes or a memoryview) starts with SOI and ends with EOI (zero padding
+    after EOI allowed; a long padding is left to the decoder).
+
+    >>> has_jpeg_markers(b"\xff\xd8\xff\xe0...\xff\xd9\x00\x00"), has_jpeg_markers(b"\x89PNG\r\n")
+    (True, False)
+    """
+    return bytes(data[:3]) == SOI and bytes(data[-4096:]).rstrip(b"\x00").endswith(EOI)
 
 
 def decode_problem(data: bytes) -> Optional[str]:
@@ -51,12 +56,13 @@ def decode_problem(data: bytes) -> Optional[str]:
     return None
 
 
-def marker_problem(data: bytes) -> Optional[str]:
+def marker_problem(data) -> Optional[str]:
     """None if ``data`` has the JPEG markers, else what is wrong (decoding to find out)."""
     if has_jpeg_markers(data):
         return None
+    head = bytes(data[:8])
     for magic, kind in OTHER_FORMATS.items():
-        if data.startswith(magic):
+        if head.startswith(magic):
             return f"holds {kind} bytes, not a JPEG; ImageNetV2 images are the original JPEG files"
     return decode_problem(data) or "is not a complete JPEG (no end-of-image marker FF D9)"
 
@@ -91,13 +97,13 @@ class ImageChecker:
             context = multiprocessing.get_context("fork" if "fork" in methods else None)
             self._pool = context.Pool(self.num_proc, initializer=_ignore_sigint)
 
-    def add(self, path: str, data: bytes) -> None:
+    def add(self, path: str, data) -> None:
         problem = marker_problem(data)
         if problem is not None:
             self._raise([(path, problem)])
         if not self.full_decode:
             return
-        self._chunk.append((path, data))
+        self._chunk.append((path, bytes(data)))
         if len(self._chunk) >= CHUNK_IMAGES:
             self._submit()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -41,11 +42,16 @@ def _keep(records: Iterable[Mapping], wanted: Mapping[str, str], found: dict) ->
             found[candidate_id] = record
 
 
+@lru_cache(maxsize=1)
+def _packaged() -> tuple:
+    text = resources.files("imagenetv2").joinpath(PACKAGED_RECORDS).read_text("utf-8")
+    return tuple(json.loads("[" + ",".join(line for line in text.splitlines() if line.strip()) + "]"))
+
+
 def packaged_records(wanted: Mapping[str, str]) -> dict[str, dict]:
     """Records shipped with the package, for the candidate ids in ``wanted`` (id → wnid)."""
     found: dict[str, dict] = {}
-    text = resources.files("imagenetv2").joinpath(PACKAGED_RECORDS).read_text("utf-8")
-    _keep((json.loads(line) for line in text.splitlines() if line.strip()), wanted, found)
+    _keep(_packaged(), wanted, found)
     return found
 
 

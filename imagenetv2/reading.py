@@ -17,9 +17,9 @@ from typing import Iterator, Mapping
 import pyarrow as pa
 
 from pipeline.core.builders import Verification, file_stats
-from pipeline.core.integrity import FileChecksum, PrefetchingHashingReader, check_checksum, file_digest
+from pipeline.core.integrity import BackgroundDigest, FileChecksum, PrefetchingHashingReader, check_checksum, file_digest
 
-from .archive import ArchiveError, Member, find_top_folder, iter_folder, iter_tar
+from .archive import ArchiveError, Member, find_top_folder, is_plain_tar, iter_folder, iter_tar, iter_tar_map, mapped_file
 from .images import ImageChecker
 from .rows import RowBatch
 from .variants import Variant
@@ -122,13 +122,29 @@ def read_tables(
         path, expected = source.path, source.checksum
         if source.verify and os.path.getsize(path) != expected.size:  # fail fast, before reading the tar
             check_checksum(path, file_digest(path), expected, known_releases)
-        with PrefetchingHashingReader(open(path, "rb", buffering=0)) as reader:
-            yield from _tables(iter_tar(reader, path), content, checker, rows)
-            digest = reader.drain()
+        if is_plain_tar(path):
+            digest = yield from _plain_tar_tables(source, content, checker, rows)
+        else:
+            with PrefetchingHashingReader(open(path, "rb", buffering=0)) as reader:
+                yield from _tables(iter_tar(reader, path), content, checker, rows)
+                digest = reader.drain()
         if source.verify:
             check_checksum(path, digest, expected, known_releases)
         checker.finish()
         content.finish()
+
+
+def _plain_tar_tables(source: SetSource, content: "ContentCheck", checker: ImageChecker, rows: RowBatch):
+    """The tables of an uncompressed tar, hashed by a thread while it is read (returns the digest)."""
+    hashing = BackgroundDigest(source.path) if source.verify else None
+    try:
+        with mapped_file(source.path) as mapped:
+            yield from _tables(iter_tar_map(mapped, source.path), content, checker, rows)
+    except BaseException:
+        if hashing is not None:
+            hashing.cancel()
+        raise
+    return hashing.result() if hashing is not None else None
 
 
 def _tables(members: Iterator[Member], content: ContentCheck, checker: ImageChecker, rows: RowBatch):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
+import numpy as np
 import pyarrow as pa
 
 from .archive import Member
@@ -27,7 +28,7 @@ class RowBatch:
         self._clear()
 
     def _clear(self) -> None:
-        self.images: list[bytes] = []
+        self.images: list = []  # bytes, or memoryviews into the archive
         self.labels: list[int] = []
         self.candidate_ids: list[str] = []
         self.nbytes = 0
@@ -48,9 +49,7 @@ class RowBatch:
         """The rows collected so far, in the features' schema; the batch starts empty again."""
         n = len(self.labels)
         # no path: datasets would store a path that happens to name a local file instead of the bytes
-        image = pa.StructArray.from_arrays(
-            [pa.array(self.images, pa.binary()), pa.nulls(n, pa.string())], names=["bytes", "path"]
-        )
+        image = pa.StructArray.from_arrays([binary_array(self.images), pa.nulls(n, pa.string())], names=["bytes", "path"])
         columns = {
             "image": image,
             "label": pa.array(self.labels, pa.int64()),
@@ -61,6 +60,20 @@ class RowBatch:
         table = pa.Table.from_arrays([columns[f.name] for f in self.schema], schema=self.schema)
         self._clear()
         return table
+
+
+def binary_array(values: list) -> pa.Array:
+    """A binary array of ``values`` (bytes or memoryviews) with one copy of the bytes.
+
+    >>> binary_array([b"ab", b"", b"c"]).to_pylist()
+    [b'ab', b'', b'c']
+    """
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum([len(v) for v in values], out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        raise ValueError(f"a batch of {len(values)} images holds {offsets[-1]} bytes; at most 2 GiB fit a binary array")
+    data = b"".join(values)
+    return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def metadata_columns(records: list[Optional[Mapping]]) -> dict[str, pa.Array]:

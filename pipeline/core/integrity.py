@@ -165,6 +165,43 @@ class PrefetchingHashingReader(io.RawIOBase):
         super().close()
 
 
+class BackgroundDigest:
+    """Size and sha256 of a file, computed by a thread while the caller reads the file its own
+    way (hashlib releases the GIL on large blocks). :meth:`result` waits and returns the digest.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x"
+    >>> _ = p.write_bytes(b"abc")
+    >>> BackgroundDigest(p).result().sha256[:12]
+    'ba7816bf8f01'
+    """
+
+    def __init__(self, path: os.PathLike | str, chunk_size: int = CHUNK_SIZE):
+        self.digest = Digest()
+        self._error: Optional[BaseException] = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(path, chunk_size), daemon=True)
+        self._thread.start()
+
+    def _run(self, path, chunk_size: int) -> None:
+        try:
+            with open(path, "rb", buffering=0) as f:
+                while not self._stop.is_set() and (chunk := f.read(chunk_size)):
+                    self.digest.update(chunk)
+        except BaseException as e:  # handed to result()
+            self._error = e
+
+    def result(self) -> Digest:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self.digest
+
+    def cancel(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def check_checksum(
     path: os.PathLike | str,
     actual: Digest,

@@ -1,0 +1,380 @@
+"""Faults and bad inputs of the dataset builders and `python -m imagenetv2|cifar10_1 build` (issue 11).
+
+Each test reproduces one reported case as written and asserts the outcome. ImageNetV2 cases run on a
+small set (a revision of a few images and its archive in the release layout) so that they take
+seconds; CIFAR-10.1 cases on the synthetic files beside the real labels (tests/fixtures_cifar10_1.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import datasets
+import pytest
+
+import cifar10_1
+from fixtures_cifar10_1 import cifar10_1_checksums, cifar10_1_data_dir  # noqa: F401 (fixtures)
+from fixtures_imagenetv2 import Entry, synthetic_jpeg, write_tar
+from imagenetv2 import PACKAGE, ImageNetV2, get_variant
+from imagenetv2.archive import ArchiveError
+from imagenetv2.classes import wnids
+from pipeline.core.builders import CacheFullError, DownloadError
+from pipeline.core.build_command import main
+from pipeline.core.integrity import ChecksumError
+from pipeline.core.ownership import MARKER
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = "top-images"
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+
+
+def small_set(folder: Path, n: int = 12, *, replace: dict | None = None, as_folder: bool = False):
+    """A revision of ``n`` images and its archive (or extracted folder) in ``folder``; returns the
+    builder kwargs for a rebuilt set (its own checksum) and the archive's checksum."""
+    variant = get_variant(CONFIG)
+    top = variant.top_folder
+    all_wnids = wnids()
+    pairs, entries = [], [Entry(top, folder=True)]
+    for i in range(n):
+        cid = f"{i:040x}"
+        pairs.append([cid, all_wnids[i]])
+        data = (replace or {}).get(i, synthetic_jpeg(i, 0))
+        entries.append(Entry(f"{top}/{i}/{cid}.jpeg", data))
+    folder.mkdir(parents=True, exist_ok=True)
+    revision = folder.parent / f"{folder.name}-revision.json"
+    revision.write_text(json.dumps({"output_filename": "small-1.json", "image_filenames": pairs}))
+    if as_folder:
+        for class_index in range(1000):  # an extracted folder has every class folder
+            (folder / top / str(class_index)).mkdir(parents=True, exist_ok=True)
+        for e in entries[1:]:
+            (folder / e.name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / e.name).write_bytes(e.data)
+        return {"revision_file": str(revision)}, None
+    checksum = write_tar(folder / variant.archive.name, entries)
+    return {"revision_file": str(revision), "archive_checksum": checksum}, checksum
+
+
+def build(data_dir, cache_dir, verification_mode="basic_checks", **kwargs) -> datasets.Dataset:
+    builder = ImageNetV2(config_name=CONFIG, data_dir=str(data_dir), cache_dir=str(cache_dir), **kwargs)
+    builder.download_and_prepare(verification_mode=verification_mode, num_proc=1)
+    return builder
+
+
+def run_cli(package_module: str, *args, env_code: str = "", timeout: int = 120, **popen) -> subprocess.Popen:
+    """``python -m <package> build ...`` in a subprocess, after ``env_code`` (patches that inject a fault)."""
+    code = f"import sys\n{env_code}\nfrom {package_module} import PACKAGE\nfrom pipeline.core.build_command import main\nsys.exit(main(PACKAGE, sys.argv[1:]))\n"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-c", code, "build", *args], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
+
+
+def temporaries(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if ".tmp-" in p.name or ".old-" in p.name)
+
+
+def export(out, data_dir, cache_dir, verify=True, kwargs=None):
+    from pipeline.core.export import export_package
+
+    return export_package(PACKAGE, out, [CONFIG], data_dir=str(data_dir), cache_dir=str(cache_dir), verify=verify,
+                          builder_kwargs={CONFIG: kwargs or {}}, num_proc=1)
+
+
+# --- data loss: never replace what the command did not write -------------------------------------
+
+
+def users_folder(path: Path) -> dict:
+    (path / "data").mkdir(parents=True)
+    (path / "README.md").write_text("# my project")
+    (path / "notes.txt").write_text("notes")
+    (path / "data" / "m.csv").write_text("a,b\n1,2\n")
+    return {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("package", ["imagenetv2", "cifar10_1"])
+def test_build_refuses_a_users_folder_with_readme_and_data(package, tmp_path, capsys, cifar10_1_data_dir, imagenetv2_archive_dir):
+    """Issue 11: a folder with README.md, notes.txt and data/m.csv lost both files, exit 0."""
+    out = tmp_path / "project"
+    before = users_folder(out)
+    data = cifar10_1_data_dir if package == "cifar10_1" else imagenetv2_archive_dir[0]
+    pkg = cifar10_1.PACKAGE if package == "cifar10_1" else PACKAGE
+    code = main(pkg, ["build", "--config", pkg.config_names[-1], "--data-dir", str(data), "--output", str(out),
+                      "--cache-dir", str(tmp_path / "cache"), "--no-verify"])
+    err = capsys.readouterr().err
+    assert code == 1 and "refusing to replace" in err and str(out) in err and "another --output" in err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_build_replaces_its_own_folder_and_refuses_an_output_inside_the_data(tmp_path, capsys):
+    kwargs, _ = small_set(tmp_path / "data")
+    out = tmp_path / "out"
+    export(out, tmp_path / "data", tmp_path / "cache", kwargs=kwargs)
+    assert json.loads((out / MARKER).read_text())["command"] == "imagenetv2 build"
+    export(out, tmp_path / "data", tmp_path / "cache", kwargs=kwargs)  # marked ours: replaced
+    assert datasets.load_dataset(str(out), CONFIG, split="test").num_rows == 12
+    with pytest.raises(ValueError, match="lies inside the input"):
+        export(tmp_path / "data" / "hub", tmp_path / "data", tmp_path / "cache", kwargs=kwargs)
+
+
+# --- outputs are one unit: full disk, Ctrl-C, stale temporaries, the umask ------------------------
+
+FULL_DISK = """
+import pipeline.core.parquet_shards as shards
+shards.open_shard = lambda path: open('/dev/full', 'wb')   # every write: ENOSPC from the kernel
+"""
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+def test_full_disk_during_the_parquet_export_is_a_clear_error_not_an_abort(tmp_path, imagenetv2_archive_dir):
+    """Issue 11: a full disk aborted the process (pyarrow Check failed, SIGABRT, exit 134) and left
+    .NAME.tmp-*. Here every shard write fails with the kernel's ENOSPC (/dev/full)."""
+    out = tmp_path / "out"
+    proc = run_cli("imagenetv2", "--config", CONFIG, "--data-dir", str(imagenetv2_archive_dir[0]), "--output", str(out),
+                   "--cache-dir", str(tmp_path / "cache"), "--no-verify", env_code=FULL_DISK)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert err.strip().splitlines()[-1].startswith("error: no space left on the device while writing ")
+    assert "free some space or pass another --output" in err and "Check failed" not in err
+    assert not out.exists() and temporaries(tmp_path) == []
+
+
+def test_injected_enospc_in_the_writer(tmp_path, monkeypatch, capsys, imagenetv2_archive_dir):
+    """The same with an OSError(ENOSPC) injected into the shard file after some bytes."""
+    import pipeline.core.parquet_shards as shards
+
+    class FillsUp:
+        def __init__(self, path):
+            self.f, self.n = open(path, "wb"), 0
+
+        def write(self, data):
+            self.n += len(data)
+            if self.n > 2000:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return self.f.write(data)
+
+        def flush(self):
+            self.f.flush()
+
+        def close(self):
+            self.f.close()
+
+    monkeypatch.setattr(shards, "open_shard", FillsUp)
+    code = main(PACKAGE, ["build", "--config", CONFIG, "--data-dir", str(imagenetv2_archive_dir[0]), "--output",
+                          str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), "--no-verify"])
+    assert code == 1 and "error: no space left on the device" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and temporaries(tmp_path) == []
+
+
+SLOW_PARQUET = """
+import pathlib, time, pyarrow.parquet as pq
+_write = pq.ParquetWriter.write_table
+def write_table(self, table, *a, **k):
+    pathlib.Path(sys.argv[-1] + '.ready').touch()   # the test sends SIGINT now, in the middle of the write
+    time.sleep(1.5)
+    return _write(self, table, *a, **k)
+pq.ParquetWriter.write_table = write_table
+"""
+
+
+def test_ctrl_c_during_the_parquet_write_exits_cleanly(tmp_path, imagenetv2_archive_dir):
+    """Issue 11: Ctrl-C during the export aborted 2 of 4 runs (SIGABRT). SIGINT arrives while pyarrow
+    writes a shard; the run ends with a message, exit 130, and no temporary folder."""
+    out = tmp_path / "out"
+    ready = Path(str(out) + ".ready")
+    proc = run_cli("imagenetv2", "--config", CONFIG, "--data-dir", str(imagenetv2_archive_dir[0]), "--cache-dir",
+                   str(tmp_path / "cache"), "--no-verify", "--output", str(out), env_code=SLOW_PARQUET)
+    deadline = time.monotonic() + 90
+    while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ready.exists(), proc.communicate()[1]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err and "Check failed" not in err
+    assert not out.exists() and temporaries(tmp_path) == []
+
+
+def test_stale_temporaries_of_an_interrupted_run_are_removed(tmp_path):
+    kwargs, _ = small_set(tmp_path / "data")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".out.tmp-{int(dead.stdout)}-abcd"
+    (stale / "data").mkdir(parents=True)
+    (stale / "data" / "half.parquet").write_bytes(b"PAR1")
+    export(tmp_path / "out", tmp_path / "data", tmp_path / "cache", kwargs=kwargs)
+    assert not stale.exists() and temporaries(tmp_path) == []
+
+
+@pytest.mark.parametrize("umask, folder_mode, file_mode", [(0o022, 0o755, 0o644), (0o027, 0o750, 0o640)])
+def test_export_respects_the_umask(tmp_path, umask, folder_mode, file_mode):
+    """Issue 11: folders were 0700 and files 0600 whatever the umask."""
+    kwargs, _ = small_set(tmp_path / "data")
+    previous = os.umask(umask)
+    try:
+        out = export(tmp_path / "out", tmp_path / "data", tmp_path / "cache", kwargs=kwargs)
+    finally:
+        os.umask(previous)
+    paths = [out, *out.rglob("*")]
+    assert {oct(p.stat().st_mode & 0o777) for p in paths if p.is_dir()} == {oct(folder_mode)}
+    assert {oct(p.stat().st_mode & 0o777) for p in paths if p.is_file()} == {oct(file_mode)}
+    assert {p.name for p in out.iterdir()} >= {"README.md", MARKER, "data", "revisions"}
+
+
+@pytest.mark.parametrize("package", ["imagenetv2", "cifar10_1"])
+def test_full_cache_dir_says_so(package, tmp_path, monkeypatch, cifar10_1_data_dir, cifar10_1_checksums):
+    """Issue 11: a full --cache-dir gave DatasetGenerationError: An error occurred while generating the dataset."""
+    from datasets.arrow_writer import ArrowWriter
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ArrowWriter, "write_table", full)
+    monkeypatch.setattr(ArrowWriter, "write_row", full)
+    cache = tmp_path / "cache"
+    if package == "imagenetv2":
+        kwargs, _ = small_set(tmp_path / "data")
+        builder = ImageNetV2(config_name=CONFIG, data_dir=str(tmp_path / "data"), cache_dir=str(cache), **kwargs)
+    else:
+        builder = cifar10_1.Cifar10_1(config_name="v4", data_dir=str(cifar10_1_data_dir), cache_dir=str(cache),
+                                      checksums=cifar10_1_checksums)
+    with pytest.raises(CacheFullError, match=r"the datasets cache folder .* is full \(No space left on device\).*--cache-dir"):
+        builder.download_and_prepare()
+    assert not [p for p in cache.rglob("*") if p.name.endswith(".incomplete") or p.name == "dataset_info.json"]
+
+
+# --- verification that did not happen is never claimed -------------------------------------------
+
+
+def test_imagenetv2_verified_build_after_an_unverified_one_verifies(tmp_path):
+    """Issue 11: after a --no-verify build, the same build without it exited 0 from the unverified cache."""
+    kwargs, checksum = small_set(tmp_path / "data")
+    wrong = {**kwargs, "archive_checksum": dataclasses.replace(checksum, sha256="0" * 64)}
+    unverified = build(tmp_path / "data", tmp_path / "cache", "no_checks", **wrong)
+    assert "Verified: checksum not verified: built with verification_mode='no_checks'" in unverified.info.description
+    with pytest.raises(ChecksumError, match="expected sha256 0{64}"):
+        build(tmp_path / "data", tmp_path / "cache", **wrong)
+    verified = build(tmp_path / "data", tmp_path / "cache", **kwargs)  # the right checksum: regenerated, verified
+    assert "matched the rebuilt set's own size and sha256" in verified.info.description
+    assert verified.verification.verified
+    # a verified cache is reused as long as the archive is unchanged ...
+    arrow = sorted((tmp_path / "cache").rglob("*.arrow"))
+    mtimes = [p.stat().st_mtime_ns for p in arrow]
+    build(tmp_path / "data", tmp_path / "cache", **kwargs)
+    assert [p.stat().st_mtime_ns for p in arrow] == mtimes
+    # ... and a replaced archive is checked again: a verified build of a wrong archive always fails
+    small_set(tmp_path / "data", replace={3: synthetic_jpeg(3, 1)})
+    with pytest.raises(ChecksumError, match=f"expected sha256 {checksum.sha256}"):
+        build(tmp_path / "data", tmp_path / "cache", **kwargs)
+
+
+def test_cifar10_1_verified_build_after_an_unverified_one_verifies(tmp_path, cifar10_1_data_dir):
+    builder = cifar10_1.Cifar10_1(config_name="v4", data_dir=str(cifar10_1_data_dir), cache_dir=str(tmp_path / "cache"))
+    builder.download_and_prepare(verification_mode="no_checks")
+    assert "checksums not verified" in builder.info.description
+    again = cifar10_1.Cifar10_1(config_name="v4", data_dir=str(cifar10_1_data_dir), cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(ChecksumError, match="checksum mismatch.*cifar10.1_v4_data.npy"):
+        again.download_and_prepare()  # the synthetic images are not the pinned release
+
+
+@pytest.mark.parametrize("package", ["imagenetv2", "cifar10_1"])
+def test_cli_verified_build_after_no_verify_checks_the_checksum(package, tmp_path, capsys, cifar10_1_data_dir, imagenetv2_archive_dir):
+    data = cifar10_1_data_dir if package == "cifar10_1" else imagenetv2_archive_dir[0]
+    pkg = cifar10_1.PACKAGE if package == "cifar10_1" else PACKAGE
+    args = ["build", "--config", pkg.config_names[-1], "--data-dir", str(data), "--output", str(tmp_path / "out"),
+            "--cache-dir", str(tmp_path / "cache"), "--num-proc", "1"]
+    assert main(pkg, [*args, "--no-verify"]) == 0
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "| `%s` | checksum" % pkg.config_names[-1] in card and "not verified: built with verification_mode='no_checks'" in card
+    assert main(pkg, args) == 1
+    assert "checksum mismatch" in capsys.readouterr().err
+
+
+def test_card_states_what_was_verified_per_config(tmp_path, imagenetv2_hub_folder):
+    text = (imagenetv2_hub_folder / "README.md").read_text()
+    assert "after checking each archive's size and sha256" not in text
+    assert text.count("matched the rebuilt set's own size and sha256") == 3  # the fixtures' own checksums
+    kwargs, checksum = small_set(tmp_path / "data")
+    pinned = {"revision_file": kwargs["revision_file"], "variant": dataclasses.replace(get_variant(CONFIG), archive=checksum)}
+    out = export(tmp_path / "pinned", tmp_path / "data", tmp_path / "cache", kwargs=pinned)
+    assert f"matched the pinned release's size and sha256 ({checksum.sha256})" in (out / "README.md").read_text()
+    small_set(tmp_path / "folder", as_folder=True)
+    out = export(tmp_path / "from-folder", tmp_path / "folder", tmp_path / "cache", kwargs={"revision_file": kwargs["revision_file"]})
+    assert "checksum not verified: built from the extracted folder" in (out / "README.md").read_text()
+
+
+# --- input checks where the data comes in: JPEG markers in every mode ----------------------------
+
+
+@pytest.mark.parametrize("mode", ["no_checks", "folder", "pinned", "own checksum, 2 processes"])
+def test_png_bytes_named_jpeg_are_refused_in_every_mode(tmp_path, mode):
+    """Issue 11: a <id>.jpeg holding PNG bytes was accepted under --no-verify and in folder mode."""
+    kwargs, checksum = small_set(tmp_path / "data", replace={5: PNG}, as_folder=mode == "folder")
+    if mode == "pinned":
+        kwargs = {"revision_file": kwargs["revision_file"], "variant": dataclasses.replace(get_variant(CONFIG), archive=checksum)}
+    builder = ImageNetV2(config_name=CONFIG, data_dir=str(tmp_path / "data"), cache_dir=str(tmp_path / "cache"), **kwargs)
+    with pytest.raises(ArchiveError, match=r"5/0{39}5\.jpeg holds PNG bytes, not a JPEG"):
+        builder.download_and_prepare(verification_mode="no_checks" if mode == "no_checks" else "basic_checks",
+                                     num_proc=2 if "2 processes" in mode else 1)
+
+
+@pytest.mark.parametrize("num_proc", [1, 2])
+def test_a_jpeg_with_markers_but_broken_scans_is_caught_by_the_decoders(tmp_path, num_proc):
+    markers_only = b"\xff\xd8\xff" + b"\x00" * 300 + b"\xff\xd9"  # start and end markers, nothing decodable
+    kwargs, _ = small_set(tmp_path / "data", replace={7: markers_only})
+    builder = ImageNetV2(config_name=CONFIG, data_dir=str(tmp_path / "data"), cache_dir=str(tmp_path / "cache"), **kwargs)
+    with pytest.raises(ArchiveError, match=r"7/0{39}7\.jpeg does not decode as an image"):
+        builder.download_and_prepare(num_proc=num_proc)
+
+
+# --- offline or unreachable downloads ------------------------------------------------------------
+
+
+@pytest.fixture
+def unreachable():
+    """A loopback URL where nothing listens."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def test_imagenetv2_unreachable_download_is_one_sentence(tmp_path, monkeypatch, capsys, unreachable):
+    """Issue 11: `python -m imagenetv2 build` without --data-dir printed a 120-line httpx traceback."""
+    import imagenetv2.metadata as metadata
+    import imagenetv2.variants as variants
+
+    monkeypatch.setattr(variants, "HUB_URL", unreachable + "/{archive}")
+    monkeypatch.setattr(metadata, "TREE_URL", unreachable + "/tree")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    code = main(PACKAGE, ["build", "--config", CONFIG, "--output", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len([line for line in err if line.startswith("error:")]) == 1 and "Traceback" not in "\n".join(err)
+    line = err[-1]
+    assert "could not download the ImageNetV2 top-images archive imagenetv2-top-images.tar.gz from " + unreachable in line
+    assert "--data-dir" in line and not (tmp_path / "out").exists()
+    with pytest.raises(DownloadError, match="could not download"):
+        ImageNetV2(config_name=CONFIG, cache_dir=str(tmp_path / "cache")).download_and_prepare()
+
+
+def test_cifar10_1_unreachable_download_is_one_sentence(tmp_path, monkeypatch, capsys, unreachable):
+    """Issue 11: `python -m cifar10_1 build` printed only the URL."""
+    monkeypatch.setattr(cifar10_1.variants, "RAW_BASE_URL", unreachable + "/datasets")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    code = main(cifar10_1.PACKAGE, ["build", "--config", "v6", "--output", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and "Traceback" not in "\n".join(err)
+    assert err[-1].startswith("error: could not download the CIFAR-10.1 v6 files cifar10.1_v6_data.npy and cifar10.1_v6_labels.npy from " + unreachable)
+    assert "--data-dir" in err[-1]
+
+
+def test_num_proc_must_be_a_positive_count(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(PACKAGE, ["build", "--num-proc", "0"])
+    assert info.value.code == 2 and "--num-proc must be a whole number of processes >= 1, got '0'" in capsys.readouterr().err
