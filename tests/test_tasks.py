@@ -1,7 +1,6 @@
 """The tasks stage: grid rules, public names, the files it writes, follow-up rounds, and ingest --tasks."""
 
 import csv
-import io
 import json
 import os
 import re

@@ -87,8 +87,7 @@ def name_of_answer(value: str) -> str:
     >>> name_of_answer("https://example.org/tasks/" + "ab" * 16 + ".jpg") == "ab" * 16
     True
     """
-    tail = value.rpartition("/")[2].strip()
-    return tail[: -len(IMAGE_SUFFIX)] if tail.endswith(IMAGE_SUFFIX) else tail
+    return value.rpartition("/")[2].strip().removesuffix(IMAGE_SUFFIX)
 
 
 @dataclass(frozen=True)
