@@ -233,3 +233,39 @@ def test_a_taken_port_is_one_clear_sentence(folder, tmp_path, capsys):
         s.listen()
         code = main(["annotate", str(folder / "tasks"), "--port", str(s.getsockname()[1]), "--output", str(tmp_path / "r.csv")])
     assert code == 1 and "pass another --port" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_on_another_address_the_command_prints_a_token_once_and_requires_it(folder, tmp_path):
+    import os
+    import re
+    import subprocess
+    import sys
+
+    import httpx
+
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "pipeline", "annotate", str(folder / "tasks"), "--host", "0.0.0.0",
+                                "--port", str(port), "--output", str(tmp_path / "r.csv")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=os.environ | {"PYTHONPATH": str(Path(__file__).parents[1])})
+    try:
+        line = process.stderr.readline()
+        token = re.search(r"\?token=([\w-]+)", line).group(1)
+        url = f"http://127.0.0.1:{port}/"
+        wait_for(lambda: _answers(url))
+        assert httpx.get(url).status_code == 403
+        assert httpx.get(url, params={"token": token}).status_code == 200
+    finally:
+        process.terminate()
+        out, err = process.communicate(timeout=20)
+    assert (line + err + out).count(token) == 1  # printed once, never logged
+
+
+def _answers(url):
+    import httpx
+
+    try:
+        return httpx.get(url).status_code in (200, 403)
+    except httpx.TransportError:
+        return False
