@@ -47,7 +47,7 @@ def fake():
         yield service
 
 
-def test_publish_creates_one_hit_per_task_with_the_original_settings(tasks, fake):
+def test_publish_creates_one_hit_per_task_with_the_original_settings(made, tasks, fake):
     report = mturk.publish(tasks, endpoint_url=fake.endpoint_url)
     assert report == {"environment": "sandbox", "tasks": 6, "created": 6, "adopted": 0, "already": 0}
     created = fake.calls("CreateHIT")
@@ -63,6 +63,9 @@ def test_publish_creates_one_hit_per_task_with_the_original_settings(tasks, fake
     assert set(recorded) == {t.task_id for t in read_tasks(tasks)}
     # a second run creates nothing
     assert mturk.publish(tasks, endpoint_url=fake.endpoint_url)["created"] == 0 and len(fake.calls("CreateHIT")) == 6
+    # and `tasks` will not replace a published folder (its HIT record would be lost)
+    with pytest.raises(ValueError, match="published to MTurk"):
+        make_tasks(made / "pool", tasks, TasksConfig(upload=False))
 
 
 def test_the_sandbox_unless_live():

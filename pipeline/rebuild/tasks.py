@@ -246,6 +246,9 @@ def make_tasks(pool_folder: PathLike, output: PathLike, config: TasksConfig = Ta
     (4, 50, 5.6)
     """
     output = check_output_dir(output, COMMAND, inputs=[pool_folder, original_images])
+    published = sorted(p.name for p in output.glob("hits-*.jsonl")) if output.is_dir() else []
+    if published:  # replacing it would lose the record of HITs workers may be doing
+        raise ValueError(f"refusing to replace {output}: its tasks were published to MTurk ({', '.join(published)}); pass another --output")
     tables = ["candidates", "originals"] + (["annotations"] if config.follow_up else []) + (["images"] if config.upload else [])
     pool = load_pool(pool_folder, tables)
     class_list = _classes_of(set(pool.candidates.column("wnid").to_pylist()), classes)
