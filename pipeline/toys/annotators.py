@@ -170,3 +170,16 @@ def answer_tasks(
                 writer.writerow([answer[c] for c in columns])
                 count += 1
     return {"assignments": count, "tasks": len(batch), "spammers": [f"W{int(w):05d}" for w in np.flatnonzero(spammer)]}
+
+
+def demo_round_trip(pool: SyntheticPool, folder: PathLike, shape: PoolShape, seed: int, *, positive: int, echo=print) -> dict:
+    """The demo's round trip: one grid per class (all its candidates, ``positive`` + 3 hidden controls), ``shape``'s workers."""
+    from pipeline.rebuild.task_grid import GridConfig
+
+    grid = GridConfig(images_per_task=shape.candidates_per_class + positive + 3, positive=positive, negative=3,
+                      assignments=shape.annotators, seed=0)
+    crowd = crowd_round_trip(pool, folder, grid, seed=seed, workers=shape.workers,
+                             spammer_fraction=shape.spammer_fraction, rejected_fraction=shape.rejected_fraction)
+    echo(f"      {crowd['summary']['tasks']:,} tasks of {grid.images_per_task} images "
+         f"(MTurk cost at this size: {crowd['summary']['cost']['total_usd']:,.2f} USD)")
+    return crowd

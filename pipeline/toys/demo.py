@@ -34,6 +34,7 @@ from typing import Callable
 import numpy as np
 
 from imagenetv2.variants import CONFIG_NAMES
+from pipeline.toys.annotators import demo_round_trip
 from pipeline.toys.synthetic_pool import PoolShape, SyntheticPool, make_synthetic_pool
 
 logger = logging.getLogger(__name__)
@@ -51,20 +52,6 @@ DEMO_SHAPE = PoolShape(
 MIN_CONTROL_ACCURACY = 0.65
 PER_CLASS = 3
 MIN_ORIGINALS_PER_CLASS = 6
-
-
-def _crowd_round_trip(pool: SyntheticPool, inputs: Path, shape: PoolShape, seed: int, echo) -> dict:
-    """Tasks (one grid per class: its candidates, 6 positive and 3 negative hidden controls), answered by simulated workers."""
-    from pipeline.rebuild.task_grid import GridConfig
-    from pipeline.toys.annotators import crowd_round_trip
-
-    grid = GridConfig(images_per_task=shape.candidates_per_class + MIN_ORIGINALS_PER_CLASS + 3, positive=MIN_ORIGINALS_PER_CLASS,
-                      negative=3, assignments=shape.annotators, seed=0)
-    crowd = crowd_round_trip(pool, inputs, grid, seed=seed, workers=shape.workers,
-                             spammer_fraction=shape.spammer_fraction, rejected_fraction=shape.rejected_fraction)
-    echo(f"      {crowd['summary']['tasks']:,} tasks of {grid.images_per_task} images "
-         f"(MTurk cost at this size: {crowd['summary']['cost']['total_usd']:,.2f} USD)")
-    return crowd
 
 
 @dataclass(frozen=True)
@@ -268,7 +255,7 @@ def run_demo(
         review = write_review_inputs(inputs, pool, seed)
 
         steps("tasks -> simulated workers -> ingest --tasks: grids with hidden controls, answered as an MTurk batch")
-        crowd = _crowd_round_trip(pool, inputs, shape, seed, echo)
+        crowd = demo_round_trip(pool, inputs, shape, seed, positive=MIN_ORIGINALS_PER_CLASS, echo=echo)
         report = ingest(tmp / "pool", candidates=inputs / "candidates.jsonl", originals=inputs / "originals.csv",
                         results=[inputs / "batch-results.csv"], images=inputs / "images.parquet", tasks=[inputs / "tasks"])
         echo(f"      {report['annotation_rows']:,} annotations in {report['assignments']['total']:,} assignments "
