@@ -32,9 +32,9 @@ import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from pipeline.rebuild.classes import load_classes  # noqa: E402
+from pipeline.rebuild.near_duplicates.planted import CHANGES, planted  # noqa: E402
 from pipeline.toys.synthetic import photo_like_array  # noqa: E402
 
-CHANGES = ("jpeg_q40", "resize_10", "crop_5", "brightness_10", "rotate_3")
 SIZE = (256, 192)
 
 
@@ -63,22 +63,6 @@ def distinct_references(n: int, seed: int) -> list[np.ndarray]:
                 image = base[:, ::-1] if flip else base
                 out.append(np.ascontiguousarray(image[..., list(order)]))
     return out[:n]
-
-
-def planted(image: np.ndarray, change: str) -> Image.Image:
-    """The near-duplicate of ``image`` made by ``change``."""
-    pil = Image.fromarray(image)
-    w, h = pil.size
-    if change == "resize_10":
-        return pil.resize((int(w * 0.9), int(h * 0.9)), Image.BILINEAR).resize((w, h), Image.BILINEAR)
-    if change == "crop_5":
-        dx, dy = int(w * 0.025), int(h * 0.025)
-        return pil.crop((dx, dy, w - dx, h - dy))
-    if change == "brightness_10":
-        return Image.fromarray(np.clip(image.astype(np.float32) * 1.1, 0, 255).astype(np.uint8))
-    if change == "rotate_3":
-        return pil.rotate(3, resample=Image.BILINEAR, fillcolor=tuple(int(v) for v in image.mean(axis=(0, 1))))
-    return pil  # jpeg_q40: saved at quality 40
 
 
 def write_world(root: Path, n_refs: int, n_planted: int, similar: int, seed: int = 0) -> dict:

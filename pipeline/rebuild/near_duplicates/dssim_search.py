@@ -7,6 +7,8 @@ each candidate is compared only with
   classes (:meth:`pipeline.rebuild.classes.ClassList.most_similar`), and
 - the top neighbours it got under the other measures (``extra``: global reference indices).
 
+``similar=-1`` leaves the class-based set out (only the other measures' neighbours).
+
 Candidates of one class share the class-based set, whose per-image SSIM parts are computed once
 per chunk of references. Images come back from the pixel store (the 256 x 256 copies).
 """
@@ -32,7 +34,9 @@ def _images(segments: Sequence[Segment], indices: np.ndarray) -> np.ndarray:
 def class_sets(candidate_wnids: Sequence, reference_wnids: Sequence, classes, similar: int) -> dict:
     """class id → global reference indices of that class and its ``similar`` most similar classes."""
     reference_wnids = np.asarray([w if w is not None else "" for w in reference_wnids], dtype=object)
-    out = {}
+    out: dict = {}
+    if similar < 0:  # no class-based set: only the top neighbours of the other measures
+        return out
     for wnid in {w for w in candidate_wnids if w}:
         allowed = {wnid}
         if classes is not None and wnid in classes and similar > 0:

@@ -51,9 +51,23 @@ class Segment:
     def open(self) -> np.ndarray:
         return np.load(self.path, mmap_mode="r", allow_pickle=False)
 
+    def dim(self) -> int:
+        return int(np.load(self.path, mmap_mode="r").shape[1])
+
+    def _index(self, start: int, stop: int):
+        if self.rows is None:
+            return slice(start, stop)
+        rows = self.rows[start:stop]
+        if len(rows) and rows[-1] - rows[0] == len(rows) - 1 and (np.diff(rows) == 1).all():
+            return slice(int(rows[0]), int(rows[-1]) + 1)  # a run of rows: read it as one slice
+        return rows
+
     def read(self, start: int, stop: int) -> np.ndarray:
-        data = self.open()
-        return np.asarray(data[start:stop] if self.rows is None else data[self.rows[start:stop]])
+        return np.asarray(self.open()[self._index(start, stop)])
+
+    def read_into(self, start: int, stop: int, out: np.ndarray) -> None:
+        """Rows ``start:stop`` converted into ``out`` (one pass over the mapped file)."""
+        np.copyto(out, self.open()[self._index(start, stop)], casting="unsafe")
 
 
 def decode_copies(source, want_fc7: bool) -> tuple[np.ndarray, Optional[np.ndarray]]:
@@ -253,6 +267,35 @@ def _write_batch(writers: dict, lacking: dict, ids: list, copies: list, smalls: 
         else:
             values = fc7_model(np.stack([smalls[n] for n in keep])).astype(writer.array.dtype)
         writer.add([ids[n] for n in keep], values)
+
+
+class RowReader:
+    """Random rows of the concatenated segments, keeping each shard mapped while it is in use."""
+
+    def __init__(self, segments: Sequence[Segment]):
+        self.segments = list(segments)
+        self.offsets = np.concatenate([[0], np.cumsum([len(s) for s in self.segments])]).astype(np.int64)
+        self.maps: dict = {}
+
+    def rows(self, indices: np.ndarray) -> np.ndarray:
+        indices = np.asarray(indices, np.int64)
+        which = np.searchsorted(self.offsets, indices, side="right") - 1
+        if len(np.unique(which)) == 1:
+            return self._from(int(which[0]), indices - self.offsets[which[0]])
+        out = None
+        for n in np.unique(which):
+            at = np.flatnonzero(which == n)
+            rows = self._from(int(n), indices[at] - self.offsets[n])
+            if out is None:
+                out = np.empty((len(indices),) + rows.shape[1:], rows.dtype)
+            out[at] = rows
+        return out
+
+    def _from(self, n: int, local: np.ndarray) -> np.ndarray:
+        segment = self.segments[n]
+        if n not in self.maps:
+            self.maps[n] = segment.open()
+        return np.asarray(self.maps[n][local if segment.rows is None else segment.rows[local]])
 
 
 def read_rows(segments: Sequence[Segment], indices: np.ndarray) -> np.ndarray:

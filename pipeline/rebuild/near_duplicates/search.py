@@ -10,7 +10,7 @@ dimension only, never on the number of references. :func:`search_with_ray` split
 references into shards searched as Ray tasks and merges their top-k the same way.
 
 >>> import numpy as np, tempfile, pathlib
->>> from .features import Segment, read_rows
+>>> from .features import RowReader, Segment
 >>> root = pathlib.Path(tempfile.mkdtemp())
 >>> np.save(root / "q.npy", np.array([[0, 0], [5, 5]], np.float32))
 >>> np.save(root / "r.npy", np.array([[1, 0], [4, 4], [9, 9]], np.float32))
@@ -27,7 +27,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from .features import Segment, read_rows
+from .features import RowReader, Segment
 
 logger = logging.getLogger(__name__)
 
@@ -39,36 +39,35 @@ def total_rows(segments: Sequence[Segment]) -> int:
     return sum(len(s) for s in segments)
 
 
-def iter_chunks(segments: Sequence[Segment], rows: int) -> Iterator[tuple[int, np.ndarray]]:
-    """``(global start, rows as stored)`` over the concatenated segments, ``rows`` at a time."""
-    start, pending, pending_rows = 0, [], 0
+def iter_chunks(segments: Sequence[Segment], rows: int, center: float = 0.0) -> Iterator[tuple[int, np.ndarray]]:
+    """``(global start, float32 rows - center)`` over the concatenated segments, ``rows`` at a time.
+
+    The rows are read from the memory-mapped shards straight into one reused float32 buffer (the
+    block yielded is overwritten by the next one).
+    """
+    total = total_rows(segments)
+    buffer = np.empty((min(rows, total), segments[0].dim() if segments else 0), np.float32)
+    start, filled = 0, 0
     for segment in segments:
-        n = len(segment)
-        at = 0
+        n, at = len(segment), 0
         while at < n:
-            take = min(rows - pending_rows, n - at)
-            pending.append(segment.read(at, at + take))
-            pending_rows += take
+            take = min(rows - filled, n - at)
+            segment.read_into(at, at + take, buffer[filled : filled + take])
+            filled += take
             at += take
-            if pending_rows == rows:
-                yield start, np.concatenate(pending) if len(pending) > 1 else pending[0]
-                start += pending_rows
-                pending, pending_rows = [], 0
-    if pending_rows:
-        yield start, np.concatenate(pending) if len(pending) > 1 else pending[0]
+            if filled == len(buffer) or start + filled == total:
+                block = buffer[:filled]
+                if center:
+                    block -= np.float32(center)
+                yield start, block
+                start += filled
+                filled = 0
 
 
 def chunk_rows(dim: int, memory_bytes: int) -> tuple[int, int]:
     """Query rows and reference rows per block for ``memory_bytes`` (a quarter and a half of it)."""
     per_row = dim * 6  # the float32 copy plus the stored rows it is made from (uint8 or float16)
     return max(1, memory_bytes // 4 // per_row), max(1, memory_bytes // 2 // per_row)
-
-
-def _as_float32(values: np.ndarray, center: float) -> np.ndarray:
-    out = values.astype(np.float32)
-    if center:
-        out -= np.float32(center)
-    return out
 
 
 def _knn_cpu(q: np.ndarray, r: np.ndarray, k: int):
@@ -88,34 +87,34 @@ def _knn_torch(q: np.ndarray, r: np.ndarray, k: int, device: str):
     return values.cpu().numpy(), index.cpu().numpy().astype(np.int64)
 
 
+def _sum_of_squares(diff: np.ndarray) -> np.ndarray:
+    """Row sums of squares: float32 over blocks of 256 (exact for pixel differences: each block
+    stays below 2**24), the blocks summed in float64."""
+    if diff.shape[1] % 256:
+        return np.einsum("ij,ij->i", diff, diff, dtype=np.float64)
+    blocks = diff.reshape(len(diff), -1, 256)
+    return np.einsum("ijk,ijk->ij", blocks, blocks).sum(axis=1, dtype=np.float64)
+
+
 def _rerank(q: np.ndarray, I: np.ndarray, references, offset: int, center: float, memory_bytes: int):
     """Exact float64 squared distances of the pairs ``(query row, I[row, j])``, each row sorted.
 
-    FAISS sums 196,608 float32 values, which drifts by up to a percent; the pairs it found are
-    re-measured here from the stored rows (a group of references at a time, within the budget).
+    FAISS sums 196,608 float32 values, which drifts by up to a percent; the pairs it kept are
+    re-measured here from the stored rows: float32 differences (exact for pixels, which are
+    integers) squared and summed in float64.
     """
     D = np.full(I.shape, np.inf)
-    rows_q, slots = np.nonzero(I >= 0)
-    wanted = I[rows_q, slots]
-    order = np.argsort(wanted, kind="stable")
-    rows_q, slots, wanted = rows_q[order], slots[order], wanted[order]
-    unique = np.unique(wanted)
-    dim = q.shape[1]
-    group = max(1, memory_bytes // 4 // (dim * 4))
-    batch = max(1, min(64, memory_bytes // 4 // (dim * 12)))
-    buffer = np.empty((batch, dim), np.float32)
-    for start in range(0, len(unique), group):
-        chunk = unique[start : start + group]
-        data = read_rows(references, chunk - offset)
-        lo, hi = np.searchsorted(wanted, chunk[0], side="left"), np.searchsorted(wanted, chunk[-1], side="right")
-        position = np.searchsorted(chunk, wanted[lo:hi])
-        for a in range(lo, hi, batch):
-            b = min(a + batch, hi)
-            diff = buffer[: b - a]
-            np.copyto(diff, data[position[a - lo : b - lo]], casting="unsafe")
-            diff -= np.float32(center)
-            diff -= q[rows_q[a:b]]  # exact for pixels: integers in float32
-            D[rows_q[a:b], slots[a:b]] = np.einsum("ij,ij->i", diff, diff, dtype=np.float64)  # summed in float64
+    reader = RowReader(references)
+    shifted = np.empty(q.shape[1], np.float32)
+    buffer = np.empty((I.shape[1], q.shape[1]), np.float32)
+    for row in range(len(q)):
+        chosen = np.flatnonzero(I[row] >= 0)
+        if not len(chosen):
+            continue
+        np.add(q[row], np.float32(center), out=shifted)
+        diff = buffer[: len(chosen)]
+        np.subtract(reader.rows(I[row, chosen] - offset), shifted, out=diff, casting="unsafe")
+        D[row, chosen] = _sum_of_squares(diff)
     order = np.argsort(D, axis=1, kind="stable")
     D, I = np.take_along_axis(D, order, 1), np.take_along_axis(I, order, 1)
     I[~np.isfinite(D)] = -1
@@ -170,12 +169,11 @@ def search_top_k(
     q_rows, r_rows = chunk_rows(dim, memory_bytes)
     bar = progress(total=-(-n_queries // q_rows) * -(-n_refs // r_rows), desc="search", unit="chunk") if progress else None
     wanted = k + MARGIN + (1 if exclude is not None else 0)  # FAISS ranks in float32; the kept ones are re-measured exactly
-    for q_start, q_block in iter_chunks(queries, q_rows):
-        q = _as_float32(q_block, center)
+    for q_start, q in iter_chunks(queries, q_rows, center):
+        q = q.copy()  # the reference chunks reuse their own buffer; this block stays
         own = None if exclude is None else exclude[q_start : q_start + len(q)]
         heap = faiss.ResultHeap(len(q), wanted)
-        for r_start, r_block in iter_chunks(references, r_rows):
-            r = _as_float32(r_block, center)
+        for r_start, r in iter_chunks(references, r_rows, center):
             D, I = _knn_cpu(q, r, wanted) if device == "cpu" else _knn_torch(q, r, wanted, device)
             _merge(heap, D, I, reference_offset + r_start, wanted, own)
             if bar is not None:

@@ -71,6 +71,8 @@ class SearchConfig:
             raise ValueError(f"--fc7-dtype must be float16 or float32, got {self.fc7_dtype!r}")
         if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
             raise ValueError(f"--device must be auto, cpu or cuda[:N], got {self.device!r}")
+        if "dssim" in self.metrics and self.similar_classes < 0 and not {"l2", "fc7"} & set(self.metrics):
+            raise ValueError("--similar-classes -1 compares dssim only with the l2/fc7 neighbours; add l2 or fc7 to --metrics")
         missing = [m for m in self.metrics if m not in self.thresholds]
         if missing:
             raise ValueError(f"no review threshold for {', '.join(missing)}")
