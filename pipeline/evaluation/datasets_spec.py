@@ -214,7 +214,7 @@ def load_for_scoring(
     total = table.num_rows
     rows = list(range(total))
     if limit is not None and limit < total:
-        rows = limit_sample(table[label], limit).tolist()
+        rows = limit_sample(table.with_format("arrow")[label].to_numpy(), limit).tolist()
     logger.info("dataset %s: %d of %d rows, %d classes", spec.text, len(rows), total, len(names))
     return LoadedDataset(spec, split, table, image, label, names, total, rows)
 

@@ -168,29 +168,34 @@ def load_model(record: ModelRecord, *, pretrained: bool = True, draft: bool = Tr
     return _load_hf(record, draft)
 
 
-def preprocessing_key(record: ModelRecord, *, draft: bool = True, decode_on: str = "workers") -> Optional[str]:
-    """The key of ``record``'s preprocessing without loading its weights (None if it cannot be told).
+def preprocessing_for(record: ModelRecord, *, draft: bool = True, decode_on: str = "workers"):
+    """``record``'s preprocessing without loading its weights.
 
     timm models are built on torch's ``meta`` device (no memory, no weights) for their resolved
     data config; transformers models read their saved image processor.
     """
+    if record.kind == "timm":
+        import timm
+        import torch
+        from timm.data import resolve_data_config
+
+        from .inputs import timm_preprocessing
+
+        kwargs = {k: v for k, v in record.kwargs.items() if k != "checkpoint_path"}
+        with torch.device("meta"):
+            module = timm.create_model(record.target, pretrained=False, **kwargs)
+        return timm_preprocessing(resolve_data_config({}, model=module), draft=draft, decode_on=decode_on)
+    from transformers import AutoImageProcessor
+
+    from .inputs import ProcessorTransform
+
+    return ProcessorTransform(AutoImageProcessor.from_pretrained(_hf_target(record)), draft=draft)
+
+
+def preprocessing_key(record: ModelRecord, *, draft: bool = True, decode_on: str = "workers") -> Optional[str]:
+    """The key of ``record``'s preprocessing (:func:`preprocessing_for`), None if it cannot be told."""
     try:
-        if record.kind == "timm":
-            import timm
-            import torch
-            from timm.data import resolve_data_config
-
-            from .inputs import timm_preprocessing
-
-            kwargs = {k: v for k, v in record.kwargs.items() if k != "checkpoint_path"}
-            with torch.device("meta"):
-                module = timm.create_model(record.target, pretrained=False, **kwargs)
-            return timm_preprocessing(resolve_data_config({}, model=module), draft=draft, decode_on=decode_on).key()
-        from transformers import AutoImageProcessor
-
-        from .inputs import ProcessorTransform
-
-        return ProcessorTransform(AutoImageProcessor.from_pretrained(_hf_target(record)), draft=draft).key()
+        return preprocessing_for(record, draft=draft, decode_on=decode_on).key()
     except Exception as e:  # noqa: BLE001 - the model then decodes for itself (and fails when loaded, if it must)
         logger.debug("no preprocessing key for %s: %s: %s", record.name, type(e).__name__, e)
         return None

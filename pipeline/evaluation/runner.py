@@ -20,7 +20,7 @@ from . import results as R
 from .datasets_spec import DatasetSpec, resolve_split
 from .jobs import DatasetCache, Job, Options, error_row, store
 from .models import ModelRecord, check_unique_names, preprocessing_key
-from .output import prepare_output
+from .output import check_output, prepare_output
 from .shared import SharedInputs
 
 logger = logging.getLogger(__name__)
@@ -141,8 +141,9 @@ def evaluate(
 
     require_eval_extra()
     resolve_device(options.device)
-    output = prepare_output(options.output, [original, *new], models)
+    check_output(options.output, [original, *new], models)
     jobs = plan_jobs(models, original, new, options.cache_dir)
+    output = prepare_output(options.output, [original, *new], models)
     pending = [j for j in jobs if not R.is_done(output, j.key, j.signature(options))]
     skipped = len(jobs) - len(pending)
     if skipped:
