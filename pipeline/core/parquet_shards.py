@@ -201,8 +201,9 @@ class ShardWriter:
         self._writer, self._file = None, None
         if file is not None:
             file.error = file.error or OSError("shard abandoned")  # nothing more reaches the disk
-            with deferred_sigint():
-                writer.close()
+            if writer is not None:
+                with deferred_sigint():
+                    writer.close()
             file.close()
 
     def __enter__(self) -> "ShardWriter":
