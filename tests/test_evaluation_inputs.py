@@ -163,7 +163,11 @@ def test_file_rows(tmp_path):
 def test_benchmark_runs_and_prints_its_ratio():
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_eval_input.py"
     out = subprocess.run(
-        [sys.executable, str(script), "--images", "24", "--repeats", "1", "--workers", "1", "--sizes", "500x375"],
-        capture_output=True, text=True, timeout=300, check=True,
+        [sys.executable, str(script), "--images", "24", "--repeats", "1", "--workers", "1", "--sizes", "500x375", "--sweep-images", "12"],
+        capture_output=True, text=True, timeout=600, check=True,
     ).stdout
     assert "ratio vs torchvision" in out and "500x375" in out and "images/s" in out
+    assert "simplejpeg (libjpeg-turbo)" in out and "same pixels" in out  # the decoder comparison
+    assert "sweep: 10 timm models" in out and "shared vs alone" in out
+    passes = [int(line.split("decoding passes")[0].split()[-1]) for line in out.splitlines() if "decoding passes" in line]
+    assert passes[0] == 10 and 1 <= passes[1] < 10  # one pass per model alone, one per group shared
