@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .classes import class_names
+
+if TYPE_CHECKING:
+    import datasets
 
 # Candidate metadata columns, from the Flickr search records (null where no record is known),
 # and the search-record field each comes from.

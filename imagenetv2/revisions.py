@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
+from collections import Counter  # noqa: F401 (used by the doctests)
 from importlib import resources
 from typing import Mapping, Union
 

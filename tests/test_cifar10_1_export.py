@@ -25,6 +25,7 @@ from fixtures_cifar10_1 import cifar10_1_checksums, cifar10_1_data_dir, cifar10_
 from fixtures_cifar10_1 import write_cifar10_1_files
 from pipeline.core.export import main, read_card
 from pipeline.core.integrity import ChecksumError
+from pipeline.core.ownership import write_marker
 
 EXPECTED_CLASS_COUNTS = {"v4": [208, 212, 202, 212, 204, 218, 192, 210, 161, 202], "v6": [200] * 10}
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +47,7 @@ def undecoded(ds: datasets.Dataset) -> dict:
 def test_hub_folder_layout(cifar10_1_hub_folder):
     files = sorted(str(p.relative_to(cifar10_1_hub_folder)) for p in cifar10_1_hub_folder.rglob("*") if p.is_file())
     assert files == [
+        ".imagenetv2-hf.json",  # the marker: a later build may replace this folder
         "CITATIONS.bib",
         "README.md",
         "data/v4/test-00000-of-00001.parquet",
@@ -136,6 +138,7 @@ def test_command_fails_cleanly_and_keeps_the_previous_output(cifar10_1_data_dir,
     out = tmp_path / "out"
     out.mkdir()
     (out / "README.md").write_text("previous export")
+    write_marker(out, "cifar10_1 build")  # a previous export of this project, which a build may replace
     code = main(PACKAGE, ["build", "--config", "v6", "--data-dir", str(cifar10_1_data_dir),
                           "--output", str(out), "--cache-dir", str(tmp_path / "cache")])
     assert code == 1
