@@ -67,6 +67,8 @@ def test_demo_end_to_end_without_torch(tmp_path):
     png = (output / "accuracy.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     assert "linear fit of new against original accuracy" in done.stdout
+    for found in ("found at rank 1 by l2: 4 of 4", "found at rank 1 by dssim: 4 of 4", "4 of 4 planted excluded as review_unfinished"):
+        assert found in done.stdout  # the near-duplicate step: planted copies found and held back by sample
     # quiet by default (issue 11): the numbered steps and results, no INFO lines of the stages or the builder
     assert "candidate metadata" not in done.stdout + done.stderr and " INFO " not in done.stderr
     assert owner(output)["command"] == "demo"

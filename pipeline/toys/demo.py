@@ -229,6 +229,7 @@ def run_demo(
     from pipeline.core.ownership import check_output_dir, owned_directory
     from pipeline.rebuild.build_set import build_set
     from pipeline.rebuild.ingest import ingest
+    from pipeline.rebuild.near_duplicates.planted import demo_near_duplicates, plant_in_toy_pool
     from pipeline.rebuild.selection_frequency import selection_frequency_stage
 
     output = Path(output)
@@ -249,8 +250,10 @@ def run_demo(
         inputs.mkdir()
         pool.write_candidates_jsonl(inputs / "candidates.jsonl")
         pool.write_originals_csv(inputs / "originals.csv")
-        write_image_table(inputs / "images.parquet", "candidate_id", pool.candidate_ids, encode_images(candidate_codes, seed, progress))
+        candidate_images = encode_images(candidate_codes, seed, progress)
         original_images = encode_images(original_codes, seed + 1, progress)
+        planted = plant_in_toy_pool(pool, candidate_images, original_images, seed)  # near-duplicates, found in step 4
+        write_image_table(inputs / "images.parquet", "candidate_id", pool.candidate_ids, candidate_images)
         write_image_table(inputs / "originals-images.parquet", "image_id", pool.original_ids, original_images)
         review = write_review_inputs(inputs, pool, seed)
 
@@ -268,7 +271,9 @@ def run_demo(
              f"mean selection frequency: candidates {sf_report['mean_selection_frequency']['candidates']:.3f}, "
              f"originals {sf_report['mean_selection_frequency']['originals_own_class']:.3f}")
 
-        steps("sample: three rules, a simulated final review, and a second revision chained from the first")
+        steps("near-duplicates on the classes with planted copies, then sample: three rules, a simulated final review, "
+              "and a second revision chained from the first")
+        demo_near_duplicates(tmp, pool, planted, candidate_images, original_images, seed=seed, echo=echo)
         revisions = _sample_all(tmp, review, per_class, seed, echo)
 
         steps("build-set: release-layout tars and the Hub-ready folder, through the ImageNetV2 builder")
