@@ -93,7 +93,7 @@ class Pass:
         if self.reorder is not None:
             logits = logits.index_select(1, self.reorder)
         top = logits.topk(min(self.k, logits.shape[1]), dim=1)
-        return index.numpy(), labels.numpy(), top.indices.cpu().numpy(), top.values.cpu().numpy()
+        return index.numpy(), labels.numpy(), top.indices, top.values  # left on the device: no sync per batch
 
 
 def predict(
@@ -143,5 +143,6 @@ def predict(
     seconds = time.perf_counter() - start
     if not chunks:
         raise ValueError("no images to score")
-    index, label, topk, values = (np.concatenate(parts) for parts in zip(*chunks))
+    index, label = (np.concatenate(parts) for parts in list(zip(*chunks))[:2])
+    topk, values = (torch.cat(parts).cpu().numpy() for parts in list(zip(*chunks))[2:])
     return Predictions(index.astype(np.int64), label.astype(np.int64), topk.astype(np.int32), values.astype(np.float32), batch_size, seconds)
