@@ -6,10 +6,9 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 import datasets
-
 from datasets.builder import Key
 
-from pipeline.core.builders import ClearErrors, DownloadError, Verification, file_stats
+from pipeline.core.builders import ClearErrors, Verification, file_stats
 from pipeline.core.integrity import ChecksumError, FileChecksum
 
 from .features import cifar10_1_features
@@ -89,7 +88,8 @@ class Cifar10_1(ClearErrors, datasets.ArrowBasedBuilder):
         except Exception as e:  # noqa: BLE001 - network errors come in many types
             names = " and ".join(f.name for f in variant.files.values())
             detail = str(e).splitlines()[0] if str(e) else "no details"
-            raise DownloadError(
+            raise self.download_failed(
+                e,
                 f"could not download the CIFAR-10.1 {variant.config_name} files {names} from "
                 f"{variant.url(variant.images).rsplit('/', 1)[0]}/ ({type(e).__name__}: {detail}); download them yourself and build "
                 f"from their folder with --data-dir FOLDER (data_dir=FOLDER)"

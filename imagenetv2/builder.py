@@ -24,7 +24,7 @@ from typing import Iterator, Mapping, Optional
 import datasets
 from datasets.builder import Key
 
-from pipeline.core.builders import ClearErrors, DownloadError
+from pipeline.core.builders import ClearErrors
 from pipeline.core.integrity import FileChecksum
 
 from .card import CITATION, HOMEPAGE
@@ -103,7 +103,7 @@ class ImageNetV2(ClearErrors, datasets.ArrowBasedBuilder):
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # noqa: BLE001 - network errors come in many types
-            raise DownloadError(archive_download_error(variant, e)) from None
+            raise self.download_failed(e, archive_download_error(variant, e)) from None
 
     def _generate_tables(self, source: SetSource, revision: Mapping, search_files: tuple[str, ...]) -> Iterator:
         expected = expected_images(revision)

@@ -149,3 +149,20 @@ def test_num_proc_must_be_a_positive_count(capsys):
     with pytest.raises(SystemExit) as info:
         main(PACKAGE, ["build", "--num-proc", "0"])
     assert info.value.code == 2 and "--num-proc must be a whole number of processes >= 1, got '0'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("package", ["imagenetv2", "cifar10_1"])
+def test_a_full_cache_while_downloading_says_so(package, tmp_path, monkeypatch, capsys):
+    import errno
+
+    from datasets import DownloadManager
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(DownloadManager, "download", full)
+    pkg = cifar10_1.PACKAGE if package == "cifar10_1" else PACKAGE
+    code = main(pkg, ["build", "--config", pkg.config_names[-1], "--output", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 1 and err.startswith(f"error: the datasets cache folder {tmp_path / 'cache'}") and "is full" in err
+    assert "while downloading" in err and "--cache-dir" in err

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from pipeline.core.builders import default_num_proc, is_disk_full
+from pipeline.core.builders import CacheFullError, default_num_proc, is_disk_full
 from pipeline.core.export import DatasetPackage, export_package
 
 
@@ -52,7 +52,7 @@ def build_parser(package: DatasetPackage) -> argparse.ArgumentParser:
 
 def describe_error(error: BaseException) -> str:
     """The one line printed for ``error``."""
-    if is_disk_full(error) and not str(error).startswith("the datasets cache folder"):
+    if is_disk_full(error) and not isinstance(error, CacheFullError):
         where = f" while writing {error.filename}" if getattr(error, "filename", None) else ""
         return (
             f"no space left on the device{where} ({os.strerror(error.errno)}); nothing was written and the "

@@ -31,7 +31,10 @@ VERIFICATION_FILE = "verification.json"
 
 
 class CacheFullError(OSError):
-    """The ``datasets`` cache folder ran out of space while a dataset was written."""
+    """The ``datasets`` cache folder ran out of space while a dataset was written or downloaded."""
+
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()
 
 
 class DownloadError(ConnectionError):
@@ -128,15 +131,25 @@ class ClearErrors:
         cached = read_verification(self._cache_dir)
         return cached is None or not cached.still_holds()
 
+    def cache_full(self, error: OSError, doing: str) -> CacheFullError:
+        """The error for a full cache folder while ``doing`` (e.g. "writing", "downloading")."""
+        return CacheFullError(
+            error.errno,
+            f"the datasets cache folder {Path(self._cache_dir).parent} is full ({os.strerror(error.errno)}) "
+            f"while {doing} {self.dataset_name}/{self.config.name}; free some space or pass another "
+            f"cache folder (--cache-dir, or cache_dir=...)",
+        )
+
+    def download_failed(self, error: BaseException, message: str) -> BaseException:
+        """The error for a failed download: a full cache says so; anything else is ``message``."""
+        if is_disk_full(error):
+            return self.cache_full(error, "downloading")
+        return DownloadError(message)
+
     def _unwrapped(self, error: DatasetGenerationError) -> BaseException:
         cause = error.__cause__
         if is_disk_full(cause):
-            return CacheFullError(
-                cause.errno,
-                f"the datasets cache folder {Path(self._cache_dir).parent} is full ({os.strerror(cause.errno)}) "
-                f"while writing {self.dataset_name}/{self.config.name}; free some space or pass another "
-                f"cache folder (--cache-dir, or cache_dir=...)",
-            )
+            return self.cache_full(cause, "writing")
         if isinstance(cause, self.CLEAR_ERRORS) and not isinstance(cause, DatasetGenerationError):
             return cause.with_traceback(cause.__traceback__)
         return error
