@@ -314,3 +314,34 @@ def test_fc7_matches_brute_force_on_the_model_features(world, tmp_path):
         order = np.argsort(d)[:3]
         assert [(r, s) for r, s, _ in got[name]] == [keys[j] for j in order]
         np.testing.assert_allclose([x for _, _, x in got[name]], d[order], rtol=1e-4)
+
+
+@pytest.mark.torch
+def test_torch_search_gives_the_faiss_neighbours():
+    """The GPU path's arithmetic (torch), run on the CPU here: the same neighbours as FAISS."""
+    pytest.importorskip("torch", reason="the GPU path needs the eval extra")
+    import faiss
+
+    from pipeline.rebuild.near_duplicates.search import _knn_torch
+
+    rng = np.random.default_rng(4)
+    q, r = rng.normal(size=(7, 64)).astype(np.float32), rng.normal(size=(50, 64)).astype(np.float32)
+    D, I = _knn_torch(q, r, 5, "cpu")
+    D_ref, I_ref = faiss.knn(q, r, 5)
+    np.testing.assert_array_equal(I, I_ref)
+    np.testing.assert_allclose(D, D_ref, rtol=1e-4)
+
+
+def test_command_line(world, capsys):
+    from pipeline.__main__ import main
+
+    root, refs, cands = world
+    code = main(["near-duplicates", "--candidates", str(cands), "--references", str(refs), "--output", str(root / "out"),
+                 "--metrics", "l2", "--top-k", "3", "--threshold", "l2=5e7", "--workers", "1"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert '"listed": 3' in printed and "review_status.parquet" in printed
+    status = pq.read_table(root / "out" / "review_status.parquet").to_pylist()
+    assert {r["threshold"] for r in status} == {5e7}
+    assert main(["near-duplicates", "--candidates", str(cands), "--output", str(root / "out2"), "--metrics", "l2,sift"]) == 1
+    assert "unknown measure(s) ['sift']" in capsys.readouterr().err
