@@ -93,3 +93,14 @@ def test_dataset_side_modules_and_functions_are_small():
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_build_is_quiet_by_default_and_takes_v_before_or_after_the_subcommand():
+    from imagenetv2 import PACKAGE
+    from pipeline.core.build_command import build_parser
+
+    parser = build_parser(PACKAGE)
+    assert parser.parse_args(["build"]).verbose is False
+    assert parser.parse_args(["-v", "build"]).verbose is True
+    assert parser.parse_args(["build", "-v"]).verbose is True
+    assert parser.parse_args(["build"]).num_proc >= 1
