@@ -28,12 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
-from PIL import Image  # noqa: E402
+import numpy as np
+from PIL import Image
 
-from pipeline.rebuild.classes import load_classes  # noqa: E402
-from pipeline.rebuild.near_duplicates.planted import CHANGES, planted  # noqa: E402
-from pipeline.toys.synthetic import photo_like_array  # noqa: E402
+from pipeline.rebuild.classes import load_classes
+from pipeline.rebuild.near_duplicates.planted import CHANGES, planted
+from pipeline.toys.synthetic import photo_like_array
 
 SIZE = (256, 192)
 

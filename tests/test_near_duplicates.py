@@ -14,7 +14,11 @@ import pytest
 from PIL import Image
 from skimage.metrics import structural_similarity
 
-from pipeline.rebuild.near_duplicates import SearchConfig, near_duplicate_search, read_reviews
+from pipeline.rebuild.near_duplicates import (
+    SearchConfig,
+    near_duplicate_search,
+    read_reviews,
+)
 from pipeline.rebuild.near_duplicates.features import Segment, decode_copies
 from pipeline.rebuild.near_duplicates.search import search_top_k
 from pipeline.rebuild.near_duplicates.ssim import dssim, ssim, ssim_against, ssim_stats
@@ -120,9 +124,9 @@ def test_planted_duplicates_found_at_rank_1_and_reviews_needed(world):
         for cid, source in planted.items():
             assert got[cid][0][:2] == (source, str(refs)), (metric, cid, got[cid][:2])
     status = {(r["candidate_id"], r["metric"]): r for r in result.status.to_pylist()}
-    for cid in planted:
+    for cid, source in planted.items():
         assert not status[(cid, "l2")]["sufficiently_reviewed"]
-        assert status[(cid, "l2")]["nearest_unreviewed_id"] == planted[cid]
+        assert status[(cid, "l2")]["nearest_unreviewed_id"] == source
     assert status[("new0.jpg", "l2")]["sufficiently_reviewed"] and status[("new0.jpg", "dssim")]["sufficiently_reviewed"]
     on_disk = pq.read_table(root / "out" / "neighbours.parquet")
     assert on_disk.schema.names == ["candidate_id", "metric", "rank", "reference_id", "reference_source", "distance"]
@@ -230,7 +234,7 @@ def test_mismatched_sizes(world):
 
 
 def test_empty_collection_is_refused(world):
-    root, refs, cands = world
+    root, _, cands = world
     (root / "empty").mkdir()
     with pytest.raises(ValueError, match="is empty"):
         near_duplicate_search(str(cands), [str(root / "empty")], root / "out", L2_DSSIM)
@@ -259,6 +263,7 @@ def test_output_folder_of_someone_else_is_refused(world):
 def test_pool_candidates_and_sample_excludes_the_unreviewed(world):
     """A pool's candidates with a planted copy of a reference; `sample` reads review_status.parquet."""
     from helpers_rebuild import A, B, cid, pool_with
+
     from pipeline.rebuild.revision import SamplingConfig
     from pipeline.rebuild.sample import sample_revision
     from pipeline.rebuild.sample_inputs import read_review

@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-candidates-as-references", dest="include_candidates", action="store_false", help="do not search the candidates among themselves")
     parser.add_argument("--id-column", metavar="NAME", help="id column of dataset and table collections (default: candidate_id/image_id/id for tables, the row index for datasets)")
     parser.add_argument("--classes", metavar="FILE", help="class list (default ImageNet-1k): the most similar classes restrict dssim")
-    parser.add_argument("--similar-classes", type=int, default=5, metavar="N", help="dssim compares with the candidate's class and its N most similar classes (default 5), plus the l2/fc7 top-k")
+    parser.add_argument("--similar-classes", type=int, default=5, metavar="N", help="dssim compares with the candidate's class and its N most similar classes (default 5), plus the l2/fc7 top-k; -1: the l2/fc7 top-k only")
     parser.add_argument("--cache", metavar="DIR", help="feature cache (default OUTPUT/features); a re-run computes only images it lacks")
     parser.add_argument("--memory-mb", type=int, default=1024, help="memory for the search blocks (default 1024); independent of the number of references")
     parser.add_argument("--device", default="auto", help="auto (a GPU through torch when there is one), cpu (FAISS), cuda[:N]")
@@ -50,7 +50,11 @@ def run(args: argparse.Namespace) -> int:
         from tqdm.auto import tqdm
 
         from pipeline.rebuild.classes import load_classes
-        from pipeline.rebuild.near_duplicates import THRESHOLDS, SearchConfig, near_duplicate_search
+        from pipeline.rebuild.near_duplicates import (
+            THRESHOLDS,
+            SearchConfig,
+            near_duplicate_search,
+        )
 
         config = SearchConfig(
             metrics=tuple(m.strip() for m in args.metrics.split(",") if m.strip()), top_k=args.top_k,

@@ -8,6 +8,12 @@ and thresholds), :mod:`.stage` (the stage). Imports the shared data models only,
 """
 
 from .review_status import SCALES, THRESHOLDS, read_reviews, review_status
-from .stage import COMMAND, METRICS, NearDuplicateResult, SearchConfig, near_duplicate_search
+from .stage import (
+    COMMAND,
+    METRICS,
+    NearDuplicateResult,
+    SearchConfig,
+    near_duplicate_search,
+)
 
 __all__ = ["COMMAND", "METRICS", "SCALES", "THRESHOLDS", "NearDuplicateResult", "SearchConfig", "near_duplicate_search", "read_reviews", "review_status"]

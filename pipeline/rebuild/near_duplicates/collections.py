@@ -30,9 +30,9 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff", ".jpe")
 ID_COLUMNS = ("candidate_id", "image_id", "id")
@@ -48,7 +48,7 @@ class ImageCollection:
     key: str  # identifies the collection in the feature cache
     ids: list
     wnids: list  # class id per image, or None
-    read: Callable[[int], "bytes | Path"] = field(repr=False)
+    read: Callable[[int], bytes | Path] = field(repr=False)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -74,7 +74,7 @@ def _check_ids(name: str, ids: Sequence, where: str) -> list:
     return ids
 
 
-def open_collection(spec: str, *, id_column: Optional[str] = None, classes=None) -> ImageCollection:
+def open_collection(spec: str, *, id_column: str | None = None, classes=None) -> ImageCollection:
     """Open ``spec``: a pool folder, a folder of images, a Parquet image table, or a dataset spec."""
     path = Path(spec)
     if path.is_dir() and (path / "candidates.parquet").is_file():
@@ -140,7 +140,7 @@ def _folder(spec: str, root: Path, classes) -> ImageCollection:
     return ImageCollection(spec, "folder", _key("folder", root.resolve()), ids, wnids, lambda i: files[i])
 
 
-def _image_bytes(value) -> "bytes | Path | None":
+def _image_bytes(value) -> bytes | Path | None:
     if isinstance(value, (bytes, bytearray)):
         return bytes(value)
     if isinstance(value, dict):
@@ -153,7 +153,7 @@ def _image_bytes(value) -> "bytes | Path | None":
     return None
 
 
-def _table(spec: str, path: Path, id_column: Optional[str], classes) -> ImageCollection:
+def _table(spec: str, path: Path, id_column: str | None, classes) -> ImageCollection:
     import pyarrow.parquet as pq
 
     names = pq.read_schema(path).names
@@ -191,16 +191,19 @@ def _row_group_of(parquet_file, i: int) -> tuple[int, int]:
     raise IndexError(i)
 
 
-def _dataset(spec: str, id_column: Optional[str], classes) -> ImageCollection:
+def _dataset(spec: str, id_column: str | None, classes) -> ImageCollection:
     import datasets
 
-    from pipeline.evaluation.datasets_spec import find_columns, parse_dataset_spec, resolve_split
+    from pipeline.evaluation.datasets_spec import (
+        parse_dataset_spec,
+        resolve_split,
+    )
 
     parsed = parse_dataset_spec(spec)
     split = resolve_split(parsed)
     try:
         table = datasets.load_dataset(parsed.path, parsed.config, split=split)
-    except Exception as e:  # noqa: BLE001 - re-raised with the spec named
+    except Exception as e:
         raise ValueError(f"cannot load dataset {spec!r} (split {split!r}): {e}") from e
     images = [k for k, f in table.features.items() if isinstance(f, datasets.Image)]
     image = next((k for k in ("image", "img") if k in images), images[0] if len(images) == 1 else None)
@@ -236,7 +239,7 @@ def _dataset_wnids(table, classes) -> list:
     return [mapping[v] if v is not None and v >= 0 else None for v in table[label]]
 
 
-def open_image(source: "bytes | Path"):
+def open_image(source: bytes | Path):
     """A Pillow image, EXIF orientation applied, RGB; ``OSError``/``ValueError`` if unreadable."""
     from PIL import Image, ImageOps
 

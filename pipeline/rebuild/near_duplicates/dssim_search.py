@@ -15,7 +15,7 @@ per chunk of references. Images come back from the pixel store (the 256 x 256 co
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -61,8 +61,8 @@ def dssim_top_k(
     reference_wnids: Sequence,
     k: int,
     *,
-    extra: Optional[list] = None,
-    exclude: Optional[np.ndarray] = None,
+    extra: list | None = None,
+    exclude: np.ndarray | None = None,
     classes=None,
     similar: int = 5,
     window: int = WINDOW,

@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -43,7 +43,7 @@ class Segment:
     """Rows of one shard file (all when ``rows`` is None): a picklable piece of a feature matrix."""
 
     path: str
-    rows: Optional[np.ndarray] = None
+    rows: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.rows) if self.rows is not None else int(np.load(self.path, mmap_mode="r").shape[0])
@@ -70,7 +70,7 @@ class Segment:
         np.copyto(out, self.open()[self._index(start, stop)], casting="unsafe")
 
 
-def decode_copies(source, want_fc7: bool) -> tuple[np.ndarray, Optional[np.ndarray]]:
+def decode_copies(source, want_fc7: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """The 256 x 256 copy (uint8 HWC) and, if asked, the 224 x 224 resize of one image."""
     from PIL import Image
 
@@ -158,7 +158,7 @@ class FeatureStore:
             segments.append(Segment(path, np.asarray(rows)))
         return segments
 
-    def writer(self, rows: int) -> "_ShardWriter":
+    def writer(self, rows: int) -> _ShardWriter:
         self.folder.mkdir(parents=True, exist_ok=True)
         number = len(list(self.folder.glob("shard-*.ids.json")))
         while (self.folder / f"shard-{number:05d}.ids.json").exists():
@@ -201,7 +201,7 @@ class _ShardWriter:
         Path(self.tmp).unlink(missing_ok=True)
 
 
-def compute_features(collection, stores: dict, fc7_model: Optional[Fc7Model], *, workers: int = 2, progress=None) -> list[dict]:
+def compute_features(collection, stores: dict, fc7_model: Fc7Model | None, *, workers: int = 2, progress=None) -> list[dict]:
     """Compute the features ``stores`` lack for ``collection``; return the images left out, with reasons.
 
     ``stores`` maps ``"pixels"`` and/or ``"fc7"`` to a :class:`FeatureStore`.

@@ -18,8 +18,8 @@ A pair reviewed on one measure's list counts as reviewed on every list.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -47,11 +47,11 @@ def _pairs_from_original(data: dict, where: str) -> set:
     pairs = set()
     for candidate, by_metric in data.items():
         if not isinstance(by_metric, dict):
-            raise ValueError(f"{where}: {candidate!r} maps to {type(by_metric).__name__}, expected {{metric: {{reviewer, date, references}}}}")
+            raise ValueError(f"{where}: {candidate!r} maps to {type(by_metric).__name__}, expected {{metric: {{reviewer, date, references}}}}")  # noqa: TRY004 - a bad file is a bad value
         for metric, entry in by_metric.items():
             references = entry.get("references") if isinstance(entry, dict) else None
             if not isinstance(references, list):
-                raise ValueError(f"{where}: {candidate!r} / {metric!r} has no list 'references'")
+                raise ValueError(f"{where}: {candidate!r} / {metric!r} has no list 'references'")  # noqa: TRY004 - a bad file is a bad value
             pairs.update((candidate, str(r), None) for r in references)
     return pairs
 
@@ -121,7 +121,7 @@ STATUS_SCHEMA = pa.schema([
 
 
 def review_status(neighbours: pa.Table, reviewed: set, thresholds: Mapping[str, float], *, top_k: int,
-                  candidates: Optional[list] = None, metrics: Optional[list] = None) -> pa.Table:
+                  candidates: list | None = None, metrics: list | None = None) -> pa.Table:
     """One row per candidate and measure (see the module docs); ``neighbours`` sorted by rank.
 
     ``candidates`` and ``metrics`` add rows for candidates without any neighbour (no reference at

@@ -21,9 +21,10 @@ references into shards searched as Ray tasks and merges their top-k the same way
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
-from typing import Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -121,7 +122,7 @@ def _rerank(q: np.ndarray, I: np.ndarray, references, offset: int, center: float
     return D, I
 
 
-def _merge(heap, D: np.ndarray, I: np.ndarray, offset: int, k: int, exclude: Optional[np.ndarray]) -> None:
+def _merge(heap, D: np.ndarray, I: np.ndarray, offset: int, k: int, exclude: np.ndarray | None) -> None:
     I = I.astype(np.int64)
     valid = I >= 0
     I = np.where(valid, I + offset, -1)
@@ -142,13 +143,13 @@ def search_top_k(
     references: Sequence[Segment],
     k: int,
     *,
-    exclude: Optional[np.ndarray] = None,
+    exclude: np.ndarray | None = None,
     memory_bytes: int = DEFAULT_MEMORY_MB << 20,
     center: float = 0.0,
     device: str = "cpu",
     reference_offset: int = 0,
     progress=None,
-    timings: Optional[dict] = None,
+    timings: dict | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact ``k`` nearest references of every query: ``(squared distances, global indices)``.
 
@@ -199,7 +200,7 @@ def split_segments(segments: Sequence[Segment], parts: int) -> list[tuple[int, l
     bounds = np.linspace(0, n, max(1, min(parts, n)) + 1).astype(int)
     shards = []
     flat = [(s, len(s)) for s in segments]
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         pieces, position = [], 0
         for segment, rows in flat:
             a, b = max(lo, position), min(hi, position + rows)

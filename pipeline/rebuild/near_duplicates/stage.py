@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -55,9 +55,9 @@ class SearchConfig:
     fc7_dtype: str = "float32"
     similar_classes: int = 5
     workers: int = 2
-    ray: Optional[str] = None
+    ray: str | None = None
     ray_shards: int = 0
-    id_column: Optional[str] = None
+    id_column: str | None = None
 
     def __post_init__(self):
         unknown = [m for m in self.metrics if m not in METRICS]
@@ -144,13 +144,20 @@ def _assemble(collections, cache: Path, kinds: dict, left_out: set) -> _Side:
 
 def _search(metric: str, query: _Side, ref: _Side, k: int, exclude, config: SearchConfig, device: str, progress, timings: dict):
     kind = "pixels" if metric == "l2" else "fc7"
-    options = dict(exclude=exclude, memory_bytes=config.memory_mb << 20, center=128.0 if kind == "pixels" else 0.0, device=device)
+    options = {"exclude": exclude, "memory_bytes": config.memory_mb << 20, "center": 128.0 if kind == "pixels" else 0.0, "device": device}
     if config.ray:
         return search_with_ray(config.ray, query.segments[kind], ref.segments[kind], k, shards=config.ray_shards, **options)
     spent: dict = {}
     found = search_top_k(query.segments[kind], ref.segments[kind], k, progress=progress, timings=spent, **options)
     timings[f"remeasure_{metric}"] = spent.get("remeasure", 0.0)
     return found
+
+
+def _dssim(query: _Side, ref: _Side, k: int, results: dict, exclude, classes, config: SearchConfig, progress):
+    extra = np.concatenate([I for _, I in results.values()], axis=1).tolist() if results else None
+    D, I, pairs = dssim_top_k(query.segments["pixels"], query.wnids, ref.segments["pixels"], ref.wnids, k, extra=extra,
+                              exclude=exclude, classes=classes, similar=config.similar_classes, progress=progress)
+    return (D, I), int(pairs.sum())
 
 
 def _neighbour_table(query: _Side, ref: _Side, results: dict) -> pa.Table:
@@ -243,14 +250,8 @@ def near_duplicate_search(
             compared[metric] = len(query.ids) * available
     if "dssim" in config.metrics:
         t = time.perf_counter()
-        extra = None
-        if results:
-            extra = np.concatenate([I for _, I in results.values()], axis=1).tolist()
-        D, I, pairs = dssim_top_k(query.segments["pixels"], query.wnids, ref.segments["pixels"], ref.wnids, k, extra=extra,
-                                  exclude=exclude, classes=classes, similar=config.similar_classes, progress=progress)
-        results["dssim"] = (D, I)
+        results["dssim"], compared["dssim"] = _dssim(query, ref, k, results, exclude, classes, config, progress)
         timings["search_dssim"] = time.perf_counter() - t
-        compared["dssim"] = int(pairs.sum())
     neighbours = _neighbour_table(query, ref, {m: results[m] for m in config.metrics})
     status = review_status(neighbours, reviewed, config.thresholds, top_k=config.top_k, candidates=query.ids, metrics=list(config.metrics))
     timings["total"] = time.perf_counter() - started
