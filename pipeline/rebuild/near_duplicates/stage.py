@@ -144,7 +144,8 @@ def _assemble(collections, cache: Path, kinds: dict, left_out: set) -> _Side:
 
 def _search(metric: str, query: _Side, ref: _Side, k: int, exclude, config: SearchConfig, device: str, progress, timings: dict):
     kind = "pixels" if metric == "l2" else "fc7"
-    options = {"exclude": exclude, "memory_bytes": config.memory_mb << 20, "center": 128.0 if kind == "pixels" else 0.0, "device": device}
+    # no centering: the kept pairs are re-measured exactly, so FAISS's float32 only ranks them
+    options = {"exclude": exclude, "memory_bytes": config.memory_mb << 20, "device": device}
     if config.ray:
         return search_with_ray(config.ray, query.segments[kind], ref.segments[kind], k, shards=config.ray_shards, **options)
     spent: dict = {}
