@@ -33,6 +33,7 @@ DRIVE = re.compile(r"[A-Za-z]:[\\/]")
 JUNK_NAMES = {".DS_Store", "Thumbs.db", "desktop.ini"}
 JUNK_FOLDERS = {"__MACOSX"}
 TAR_BUFSIZE = 64 * 1024
+DROP_BEHIND = 64 << 20  # bytes of a memory-mapped archive kept mapped behind the reader (one batch)
 
 
 class ArchiveError(ValueError):
@@ -164,9 +165,21 @@ def iter_tar_map(mapped: mmap.mmap, source: str) -> Iterator[Member]:
     headers through :mod:`tarfile`, each image's bytes as a ``memoryview`` into the map (no copy;
     release them all before the map closes). The fast path of a plain tar."""
     view = memoryview(mapped)
+    dropped = 0
+
+    def read(info: tarfile.TarInfo):
+        nonlocal dropped
+        behind = (info.offset_data - DROP_BEHIND) // mmap.PAGESIZE * mmap.PAGESIZE
+        if behind - dropped >= DROP_BEHIND and hasattr(mapped, "madvise"):
+            # pages read long ago leave this process (they stay in the page cache; a later access
+            # would read them back): memory stays flat in the archive size
+            mapped.madvise(mmap.MADV_DONTNEED, dropped, behind - dropped)
+            dropped = behind
+        return view[info.offset_data:info.offset_data + info.size]
+
     try:
         with tarfile.open(fileobj=mapped, mode="r:") as tar:  # headers read from the map: no system calls
-            yield from _members(_headers(tar), lambda info: view[info.offset_data:info.offset_data + info.size], source)
+            yield from _members(_headers(tar), read, source)
     except (tarfile.TarError, EOFError, OSError) as e:
         raise _corrupt(source, e) from e
     finally:
