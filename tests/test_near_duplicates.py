@@ -142,6 +142,11 @@ def test_reviewed_pairs_make_a_candidate_sufficiently_reviewed(world):
     original = root / "original.json"
     original.write_text(json.dumps({"resize.jpg": {"dssim": {"reviewer": "x", "date": "d", "references": ["r02.jpg"]}}}))
     assert read_reviews(original) == {("resize.jpg", "r02.jpg", None)}
+    folder = root / "REVIEW"  # the review app's folder
+    folder.mkdir()
+    (folder / "reviewed_pairs.jsonl").write_text(reviews.read_text())
+    (folder / "near_duplicates.json").write_text(json.dumps({"resize.jpg": ["r02.jpg"]}))
+    assert read_reviews(folder) == {("jpeg.jpg", "r00.jpg", None), ("bright.jpg", "r01.jpg", None), ("resize.jpg", "r02.jpg", None)}
     result = near_duplicate_search(str(cands), [str(refs)], root / "out", L2_DSSIM, reviews=reviews)
     status = {(r["candidate_id"], r["metric"]): r for r in result.status.to_pylist()}
     for cid in ("jpeg.jpg", "bright.jpg"):

@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", required=True, metavar="DIR", help="folder for neighbours.parquet, review_status.parquet, report.json (and the feature cache)")
     parser.add_argument("--metrics", default="l2,fc7,dssim", help="comma-separated measures (default l2,fc7,dssim)")
     parser.add_argument("--top-k", type=int, default=30, help="neighbours per candidate and measure (default 30)")
-    parser.add_argument("--reviews", metavar="FILE", help="reviewed pairs: the review app's .jsonl (or .parquet/.csv), or the original's JSON {candidate: {metric: {reviewer, date, references}}}")
+    parser.add_argument("--reviews", metavar="FILE", help="reviewed pairs: the review app's folder or its reviewed_pairs.jsonl (or .parquet/.csv), or the original's JSON {candidate: {metric: {reviewer, date, references}}}")
     parser.add_argument("--threshold", type=_thresholds, metavar="METRIC=X,...", help="review thresholds (default l2=1.2e8,fc7=13200,dssim=0.2205, the original's)")
     parser.add_argument("--no-candidates-as-references", dest="include_candidates", action="store_false", help="do not search the candidates among themselves")
     parser.add_argument("--id-column", metavar="NAME", help="id column of dataset and table collections (default: candidate_id/image_id/id for tables, the row index for datasets)")

@@ -270,18 +270,17 @@ def _write_batch(writers: dict, lacking: dict, ids: list, copies: list, smalls: 
 
 
 class RowReader:
-    """Random rows of the concatenated segments, keeping each shard mapped while it is in use."""
+    """Random rows of the concatenated segments, read with plain file reads (no mapping, so the
+    rows read do not stay resident in this process)."""
 
     def __init__(self, segments: Sequence[Segment]):
         self.segments = list(segments)
         self.offsets = np.concatenate([[0], np.cumsum([len(s) for s in self.segments])]).astype(np.int64)
-        self.maps: dict = {}
+        self.layout: dict = {}
 
     def rows(self, indices: np.ndarray) -> np.ndarray:
         indices = np.asarray(indices, np.int64)
         which = np.searchsorted(self.offsets, indices, side="right") - 1
-        if len(np.unique(which)) == 1:
-            return self._from(int(which[0]), indices - self.offsets[which[0]])
         out = None
         for n in np.unique(which):
             at = np.flatnonzero(which == n)
@@ -293,9 +292,19 @@ class RowReader:
 
     def _from(self, n: int, local: np.ndarray) -> np.ndarray:
         segment = self.segments[n]
-        if n not in self.maps:
-            self.maps[n] = segment.open()
-        return np.asarray(self.maps[n][local if segment.rows is None else segment.rows[local]])
+        if segment.path not in self.layout:
+            mapped = segment.open()
+            self.layout[segment.path] = (mapped.offset, mapped.dtype, mapped.shape[1])
+            del mapped
+        offset, dtype, dim = self.layout[segment.path]
+        rows = local if segment.rows is None else segment.rows[local]
+        out = np.empty((len(rows), dim), dtype)
+        size = dim * dtype.itemsize
+        with open(segment.path, "rb", buffering=0) as f:
+            for i, row in enumerate(rows):
+                f.seek(offset + int(row) * size)
+                f.readinto(memoryview(out[i]).cast("B"))
+        return out
 
 
 def read_rows(segments: Sequence[Segment], indices: np.ndarray) -> np.ndarray:

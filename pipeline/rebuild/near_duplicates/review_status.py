@@ -57,10 +57,18 @@ def _pairs_from_original(data: dict, where: str) -> set:
 
 
 def read_reviews(path) -> set:
-    """Reviewed pairs ``(candidate_id, reference_id, reference_source or None)`` from a reviews file."""
+    """Reviewed pairs ``(candidate_id, reference_id, reference_source or None)`` from a reviews file
+    (or a review app folder: its ``reviewed_pairs.jsonl`` and ``near_duplicates.json``)."""
     path = Path(path)
+    if path.is_dir() and (path / "reviewed_pairs.jsonl").is_file():  # a review app folder
+        pairs = read_reviews(path / "reviewed_pairs.jsonl")
+        confirmed = path / "near_duplicates.json"
+        if confirmed.is_file():  # confirmed pairs were looked at too
+            data = json.loads(confirmed.read_text("utf-8"))
+            pairs.update((c, str(r), None) for c, refs in data.items() for r in refs)
+        return pairs
     if not path.is_file():
-        raise FileNotFoundError(f"reviews file {path} does not exist")
+        raise FileNotFoundError(f"reviews file {path} does not exist; give the review app's folder or its reviewed_pairs.jsonl")
     suffix = path.suffix.lower()
     if suffix == ".json":
         data = json.loads(path.read_text("utf-8"))
