@@ -8,6 +8,7 @@ a filled store reads its pixels back (:meth:`~.shared.PixelStore.batches`).
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Iterator, Optional, Sequence
 
 
@@ -63,17 +64,23 @@ class FileFetch:
         return [self.paths[r] for r in rows], [self.labels[r] for r in rows]
 
 
-def collate(items: list):
+def collate(items: list, planar: bool = False):
     """Stack ``(image, label, index)`` items into ``(images, labels, indices)`` tensors.
 
-    Images of one shape are stacked; otherwise (JPEG bytes for decoding on the device) they stay a list.
+    Images of one shape are stacked; otherwise (JPEG bytes for decoding on the device) they stay a
+    list. With ``planar``, uint8 HWC images are laid out plane by plane (NCHW memory, seen through
+    an NHWC view), so that normalising on the CPU needs no transposition in the main process.
     """
     import torch
 
     images = [item[0] for item in items]
     same = all(x.dim() == 3 and x.shape == images[0].shape for x in images)
+    if same and planar and images[0].dtype == torch.uint8:
+        batch = stack([x.permute(2, 0, 1) for x in images]).permute(0, 2, 3, 1)
+    else:
+        batch = stack(images) if same else images
     return (
-        stack(images) if same else images,
+        batch,
         torch.tensor([item[1] for item in items], dtype=torch.int64),
         torch.tensor([item[2] for item in items], dtype=torch.int64),
     )
@@ -93,8 +100,8 @@ def stack(images: list):
     return torch.stack(images, out=out)
 
 
-def make_loader(dataset: ImageRows, batch_size: int, num_workers: int, pin_memory: bool = False):
-    """A DataLoader in row order with ``num_workers`` worker processes.
+def make_loader(dataset: ImageRows, batch_size: int, num_workers: int, pin_memory: bool = False, planar: bool = False):
+    """A DataLoader in row order with ``num_workers`` worker processes (``planar``: see :func:`collate`).
 
     Workers are not persistent: each loader makes exactly one pass (a new loader is made only
     when out-of-memory retry shrinks the batch).
@@ -106,7 +113,7 @@ def make_loader(dataset: ImageRows, batch_size: int, num_workers: int, pin_memor
         batch_size=batch_size,
         shuffle=False,
         num_workers=num_workers,
-        collate_fn=collate,
+        collate_fn=functools.partial(collate, planar=planar),
         pin_memory=pin_memory,
         prefetch_factor=4 if num_workers > 0 else None,
     )
@@ -119,8 +126,8 @@ class StreamSource:
     each) while the model runs on this one, into pinned memory when the model is on CUDA.
     """
 
-    def __init__(self, rows: ImageRows, workers: int, pin_memory: bool = False, sink=None):
-        self.rows, self.workers, self.pin_memory, self.sink = rows, workers, pin_memory, sink
+    def __init__(self, rows: ImageRows, workers: int, pin_memory: bool = False, sink=None, planar: bool = False):
+        self.rows, self.workers, self.pin_memory, self.sink, self.planar = rows, workers, pin_memory, sink, planar
         self.passes = 0  # decoding passes started (a resumed pass counts again)
 
     def __len__(self) -> int:
@@ -129,7 +136,7 @@ class StreamSource:
     def batches(self, start: int, batch_size: int) -> Iterator[tuple]:
         self.passes += 1
         position = start
-        for images, labels, index in make_loader(self.rows.subset(start), batch_size, self.workers, self.pin_memory):
+        for images, labels, index in make_loader(self.rows.subset(start), batch_size, self.workers, self.pin_memory, self.planar):
             if self.sink is not None:
                 self.sink.put(position, images, labels, index)
             position += len(index)
@@ -137,5 +144,7 @@ class StreamSource:
 
 
 def stream(rows: ImageRows, workers: int, device: str, sink: Optional[object] = None) -> StreamSource:
-    """The batch source of a model decoding for itself (pinned memory when ``device`` is CUDA)."""
-    return StreamSource(rows, workers, pin_memory=device.startswith("cuda"), sink=sink)
+    """The batch source of a model decoding for itself: into pinned memory, channels-last, for CUDA;
+    planar (NCHW memory) for the CPU."""
+    cuda = device.startswith("cuda")
+    return StreamSource(rows, workers, pin_memory=cuda, sink=sink, planar=not cuda)

@@ -99,6 +99,8 @@ class PixelStore:
         if position > self.filled:
             raise ValueError(f"pixel store filled up to {self.filled}, cannot store a batch at {position}")
         array = images.numpy()
+        if array.dtype == np.uint8:  # HWC images are kept plane by plane (NCHW memory), as collated for the CPU
+            array = array.transpose(0, 3, 1, 2)
         if self.pixels is None:
             self._allocate(array.shape[1:], array.dtype)
         end = position + len(array)
@@ -132,6 +134,8 @@ class PixelStore:
             end = min(begin + batch_size, self.size)
             chunk = self.pixels[begin:end]
             images = torch.from_numpy(chunk if chunk.flags.writeable else np.array(chunk))  # a read-only map: copied
+            if images.dtype == torch.uint8:
+                images = images.permute(0, 2, 3, 1)  # the NHWC view of the planes
             if pin_memory:
                 images = images.pin_memory()
             yield images, torch.from_numpy(self.labels[begin:end].copy()), torch.from_numpy(self.index[begin:end].copy())
