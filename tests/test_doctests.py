@@ -26,6 +26,12 @@ MODULES = [
     "pipeline.rebuild.image_store",
     "pipeline.rebuild.sample_inputs",
     "pipeline.rebuild.ingest",
+    "pipeline.rebuild.near_duplicate_rules",
+    "pipeline.rebuild.near_duplicates.collections",
+    "pipeline.rebuild.near_duplicates.ssim",
+    "pipeline.rebuild.near_duplicates.search",
+    "pipeline.rebuild.near_duplicates.review_status",
+    "pipeline.rebuild.near_duplicates.planted",
 ]
 
 

@@ -355,3 +355,24 @@ def test_command_line(world, capsys):
     assert {r["threshold"] for r in status} == {5e7}
     assert main(["near-duplicates", "--candidates", str(cands), "--output", str(root / "out2"), "--metrics", "l2,sift"]) == 1
     assert "unknown measure(s) ['sift']" in capsys.readouterr().err
+
+
+def test_dataset_spec_references_with_row_or_column_ids(world):
+    import datasets
+
+    root, refs, cands = world
+    files = sorted(refs.glob("*.jpg"))
+    features = datasets.Features({"image": datasets.Image(), "name": datasets.Value("string"), "label": datasets.ClassLabel(names=["n01440764", "n01443537"])})
+    table = datasets.Dataset.from_dict(
+        {"image": [{"bytes": p.read_bytes(), "path": None} for p in files], "name": [p.stem for p in files], "label": [0, 1] * (len(files) // 2)},
+        features=features)
+    (root / "ds" / "data").mkdir(parents=True)
+    table.to_parquet(str(root / "ds" / "data" / "test-00000-of-00001.parquet"))
+    spec = f"{root / 'ds'}@test"
+    result = near_duplicate_search(str(cands), [spec], root / "out", SearchConfig(metrics=("l2",), top_k=2, workers=1, include_candidates=False))
+    first = {r["candidate_id"]: (r["reference_id"], r["reference_source"]) for r in result.neighbours.to_pylist() if r["rank"] == 1}
+    assert first["jpeg.jpg"] == ("0", spec) and first["bright.jpg"] == ("1", spec)  # the row index
+    named = near_duplicate_search(str(cands), [spec], root / "out", SearchConfig(metrics=("l2",), top_k=2, workers=1, include_candidates=False, id_column="name"))
+    assert {r["reference_id"] for r in named.neighbours.to_pylist() if r["candidate_id"] == "jpeg.jpg" and r["rank"] == 1} == {"r00"}
+    with pytest.raises(ValueError, match="has no id column 'nope'"):
+        near_duplicate_search(str(cands), [spec], root / "out", SearchConfig(metrics=("l2",), id_column="nope"))
