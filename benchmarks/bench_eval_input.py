@@ -100,14 +100,16 @@ def ours_pass(root: Path, batch_size: int, workers: int, device: str | None = "c
     import torch
     from torchvision import datasets
 
-    from pipeline.evaluation.inputs import FileFetch, ImageRows, TimmCenterCrop, make_loader
+    from pipeline.evaluation.inputs import FileFetch, ImageRows, TimmCenterCrop
+    from pipeline.evaluation.loaders import StreamSource
 
     samples = datasets.ImageFolder(str(root)).samples  # the same files in the same order
     preprocess = TimmCenterCrop(img_size=224, crop_pct=0.875, interpolation="bilinear", mean=MEAN, std=STD)
     rows = ImageRows(FileFetch([p for p, _ in samples], [y for _, y in samples]), len(samples), preprocess)
     cuda = device is not None and device.startswith("cuda")
     n = 0
-    for images, _, _ in make_loader(rows, batch_size, workers, pin_memory=cuda):
+    source = StreamSource(rows, workers, pin_memory=cuda, planar=device == "cpu")  # as evaluate lays batches out
+    for images, _, _ in source.batches(0, batch_size):
         if device is not None:
             images = preprocess.finish(images, device, channels_last=cuda)
         n += images.shape[0]

@@ -67,7 +67,14 @@ def normalise(batch, mean, std, channels_last: bool):
     scale = torch.tensor([1 / (255 * s) for s in std], device=batch.device).view(1, -1, 1, 1)
     shift = torch.tensor([m / s for m, s in zip(mean, std)], device=batch.device).view(1, -1, 1, 1)
     batch = batch.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)  # in uint8
-    return torch.mul(batch, scale).sub_(shift)  # uint8 * float32: converted and scaled in one pass
+    threads = torch.get_num_threads()
+    if batch.device.type == "cpu" and threads > 1:  # two memory-bound passes: extra threads only spin beside the workers
+        torch.set_num_threads(1)
+    try:
+        return torch.mul(batch, scale).sub_(shift)  # uint8 * float32: converted and scaled in one pass
+    finally:
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
 
 
 class Preprocessing:
