@@ -12,7 +12,9 @@ archives average 126 KB per image). Measured in the same run on the same (warm) 
 - a rebuilt set (its own checksum, so every JPEG is decoded at 1/8 scale) exported with 1 and 2
   decoding processes: the scaling.
 
-Peak memory (the kernel's VmHWM) is measured in fresh processes on archives of N/2 and 2N
+Each figure is wall time (best of the repeats) and CPU time (this process's threads plus its
+finished child processes, e.g. the decoders), the latter less sensitive to other load on a shared
+machine. Peak memory (the kernel's VmHWM) is measured in fresh processes on archives of N/2 and 2N
 images: it must not grow with the archive size.
 
     python benchmarks/bench_build.py [--images 2000] [--repeats 3] [--skip-memory]
@@ -89,9 +91,7 @@ def floor_seconds(path: Path, write_to: Path | None = None) -> float:
         while chunk := src.read(1 << 20):
             digest.update(chunk)
             dst.write(chunk)
-    elapsed = time.perf_counter() - start
-    write_to.unlink()
-    return elapsed
+    return time.perf_counter() - start  # the copy stays, as a build's output does, until the run ends
 
 
 def builder_kwargs(revision: Path, checksum: FileChecksum, pinned: bool) -> dict:
@@ -149,9 +149,21 @@ def child_peak_rss(folder: Path, revision: Path, checksum: FileChecksum, what: s
     return before / 1024, after / 1024
 
 
-def best(f, repeats: int) -> tuple[float, list[float]]:
-    runs = [f(i) for i in range(repeats)]
-    return min(runs), runs
+def cpu_seconds() -> float:
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def best(f, repeats: int) -> tuple[float, list[float], float]:
+    """Best wall time, all wall times, and the CPU time of the best run."""
+    runs = []
+    for i in range(repeats):
+        cpu = cpu_seconds()
+        runs.append((f(i), cpu_seconds() - cpu))
+    wall, cpu = min(runs)
+    return wall, [w for w, _ in runs], cpu
 
 
 def report_speed(root: Path, n_images: int, repeats: int) -> None:
@@ -161,23 +173,26 @@ def report_speed(root: Path, n_images: int, repeats: int) -> None:
     archive = tmp / checksum.name
     size_mb = checksum.size / 1e6
     print(f"archive: {n_images} images, {size_mb:.1f} MB ({checksum.size / n_images / 1e3:.0f} KB per image); "
-          f"{os.cpu_count()} cores")
-    floor = min(floor_seconds(archive) for _ in range(repeats + 1))
-    floor_w = min(floor_seconds(archive, work / "copy.tmp") for _ in range(repeats))
-    print(f"floor (read + sha256): {floor:.3f} s ({size_mb / floor:.0f} MB/s)")
-    print(f"floor with writing the bytes once (read + sha256 + write): {floor_w:.3f} s ({floor_w / floor:.2f}x the floor)")
-    prep, runs = best(lambda i: prepare_seconds(tmp, revision, checksum, work / f"cache{i}"), repeats)
-    print(f"download_and_prepare (best of {repeats}: {', '.join(f'{r:.2f}' for r in runs)}): {prep:.3f} s; "
-          f"ratio {prep / floor:.2f} to the floor (target <= 1.5), {prep / floor_w:.2f} to the floor with writing")
-    exp, runs = best(lambda i: export_seconds(tmp, revision, checksum, work / f"out{i}"), repeats)
-    print(f"export, python -m imagenetv2 build (best of {repeats}: {', '.join(f'{r:.2f}' for r in runs)}): {exp:.3f} s; "
-          f"ratio {exp / floor:.2f} to the floor (target <= 2), {exp / floor_w:.2f} to the floor with writing")
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    floor, _, floor_cpu = best(lambda i: floor_seconds(archive), repeats + 1)
+    floor_w, _, floor_w_cpu = best(lambda i: floor_seconds(archive, work / f"copy{i}.tmp"), repeats)
+    print(f"floor (read + sha256): {floor:.3f} s ({size_mb / floor:.0f} MB/s), CPU {floor_cpu:.3f} s")
+    print(f"floor with writing the bytes once (read + sha256 + write): {floor_w:.3f} s ({floor_w / floor:.2f}x the floor), "
+          f"CPU {floor_w_cpu:.3f} s")
+    for name, target, run in (
+        ("download_and_prepare", 1.5, lambda i: prepare_seconds(tmp, revision, checksum, work / f"cache{i}")),
+        ("export, python -m imagenetv2 build", 2, lambda i: export_seconds(tmp, revision, checksum, work / f"out{i}")),
+    ):
+        wall, runs, cpu = best(run, repeats)
+        print(f"{name} (best of {repeats}: {', '.join(f'{r:.2f}' for r in runs)}): {wall:.3f} s; ratio {wall / floor:.2f} "
+              f"to the floor (target <= {target}), {wall / floor_w:.2f} to the floor with writing; "
+              f"CPU {cpu:.3f} s, {cpu / floor_cpu:.2f}x the floor's, {cpu / floor_w_cpu:.2f}x with writing")
     decode = {}
     for procs in (1, 2):
-        decode[procs], runs = best(lambda i: export_seconds(tmp, revision, checksum, work / f"r{procs}-{i}", False, procs), repeats)
+        decode[procs], _, cpu = best(lambda i: export_seconds(tmp, revision, checksum, work / f"r{procs}-{i}", False, procs), repeats)
         print(f"rebuilt set, every JPEG decoded at 1/8 scale, --num-proc {procs}: {decode[procs]:.3f} s "
-              f"({n_images / decode[procs]:.0f} images/s), ratio {decode[procs] / floor:.2f} to the floor")
-    print(f"decode scaling 1 -> 2 processes: {decode[1] / decode[2]:.2f}x")
+              f"({n_images / decode[procs]:.0f} images/s), ratio {decode[procs] / floor:.2f} to the floor; CPU {cpu:.3f} s")
+    print(f"decode scaling 1 -> 2 processes: {decode[1] / decode[2]:.2f}x (wall time)")
 
 
 def report_memory(n_images: int) -> None:
