@@ -277,6 +277,7 @@ class RowReader:
         self.segments = list(segments)
         self.offsets = np.concatenate([[0], np.cumsum([len(s) for s in self.segments])]).astype(np.int64)
         self.layout: dict = {}
+        self.files: dict = {}
 
     def rows(self, indices: np.ndarray) -> np.ndarray:
         indices = np.asarray(indices, np.int64)
@@ -300,11 +301,18 @@ class RowReader:
         rows = local if segment.rows is None else segment.rows[local]
         out = np.empty((len(rows), dim), dtype)
         size = dim * dtype.itemsize
-        with open(segment.path, "rb", buffering=0) as f:
-            for i, row in enumerate(rows):
-                f.seek(offset + int(row) * size)
-                f.readinto(memoryview(out[i]).cast("B"))
+        f = self.files.get(segment.path)
+        if f is None:
+            f = self.files[segment.path] = open(segment.path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+        for i, row in enumerate(rows):
+            f.seek(offset + int(row) * size)
+            f.readinto(memoryview(out[i]).cast("B"))
         return out
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+        self.files.clear()
 
 
 def read_rows(segments: Sequence[Segment], indices: np.ndarray) -> np.ndarray:

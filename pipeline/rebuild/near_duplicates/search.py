@@ -108,14 +108,17 @@ def _rerank(q: np.ndarray, I: np.ndarray, references, offset: int, center: float
     reader = RowReader(references)
     shifted = np.empty(q.shape[1], np.float32)
     buffer = np.empty((I.shape[1], q.shape[1]), np.float32)
-    for row in range(len(q)):
-        chosen = np.flatnonzero(I[row] >= 0)
-        if not len(chosen):
-            continue
-        np.add(q[row], np.float32(center), out=shifted)
-        diff = buffer[: len(chosen)]
-        np.subtract(reader.rows(I[row, chosen] - offset), shifted, out=diff, casting="unsafe")
-        D[row, chosen] = _sum_of_squares(diff)
+    try:
+        for row in range(len(q)):
+            chosen = np.flatnonzero(I[row] >= 0)
+            if not len(chosen):
+                continue
+            np.add(q[row], np.float32(center), out=shifted)
+            diff = buffer[: len(chosen)]
+            np.subtract(reader.rows(I[row, chosen] - offset), shifted, out=diff, casting="unsafe")
+            D[row, chosen] = _sum_of_squares(diff)
+    finally:
+        reader.close()
     order = np.argsort(D, axis=1, kind="stable")
     D, I = np.take_along_axis(D, order, 1), np.take_along_axis(I, order, 1)
     I[~np.isfinite(D)] = -1
@@ -180,8 +183,8 @@ def search_top_k(
             if bar is not None:
                 bar.update(1)
         heap.finalize()
-        I = heap.I.copy()
-        I[heap.D >= np.finfo(np.float32).max] = -1
+        I = heap.I[:, : k + MARGIN].copy()  # the own row was left out in the merge: k + MARGIN are enough
+        I[heap.D[:, : k + MARGIN] >= np.finfo(np.float32).max] = -1
         started = time.perf_counter()
         D, I = _rerank(q, I, references, reference_offset, center, memory_bytes)
         if timings is not None:
