@@ -6,7 +6,7 @@ import argparse
 
 from ._errors import reporting_errors
 
-HELP = "simulate why MatchedFrequency on noisy selection frequencies makes a harder set (toy world, 10 seeds, about 6 s)"
+HELP = "simulate why MatchedFrequency on noisy selection frequencies makes a harder set (toy world, 10 seeds, about 15 s of CPU)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
