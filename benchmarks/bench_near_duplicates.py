@@ -34,7 +34,7 @@ import numpy as np
 from PIL import Image
 
 from pipeline.rebuild.classes import load_classes
-from pipeline.rebuild.near_duplicates.planted import CHANGES, planted
+from pipeline.toys.planted_duplicates import CHANGES, planted
 from pipeline.toys.synthetic import photo_like_array
 
 SIZE = (256, 192)

@@ -23,7 +23,8 @@ import cifar10_1.variants
 from cifar10_1 import PACKAGE, Cifar10_1, cifar10_1_features
 from fixtures_cifar10_1 import cifar10_1_checksums, cifar10_1_data_dir, cifar10_1_hub_folder  # noqa: F401 (fixtures)
 from fixtures_cifar10_1 import write_cifar10_1_files
-from pipeline.core.export import main, read_card
+from pipeline.core.build_command import main
+from pipeline.core.export import read_card
 from pipeline.core.integrity import ChecksumError
 from pipeline.core.ownership import write_marker
 

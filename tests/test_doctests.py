@@ -31,7 +31,7 @@ MODULES = [
     "pipeline.rebuild.near_duplicates.ssim",
     "pipeline.rebuild.near_duplicates.search",
     "pipeline.rebuild.near_duplicates.review_status",
-    "pipeline.rebuild.near_duplicates.planted",
+    "pipeline.toys.planted_duplicates",
 ]
 
 

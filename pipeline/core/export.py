@@ -338,10 +338,3 @@ def export_package(
         extra_files=package.extra_files(configs), command=f"{package.prog.split()[-1]} build",
         inputs=[data_dir, cache_dir],
     )
-
-
-def main(package: DatasetPackage, argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of ``python -m <dataset>`` (see :mod:`pipeline.core.build_command`)."""
-    from pipeline.core.build_command import main as build_main
-
-    return build_main(package, argv)

@@ -254,14 +254,7 @@ def sample_matched_frequency(
     available = np.bincount(group[free], minlength=n_classes * n_bins)
     missing = np.maximum(remaining - available, 0).reshape(n_classes, n_bins)
 
-    upward_to_bin = np.full(len(candidates), -1, np.int8)
-    problems = []
-    if missing.any() and not allow_upward_sampling:
-        problems.append(_short_classes_message(missing.sum(axis=1), class_names, "short in some bin (upward sampling is off)"))
-    elif missing.any():
-        _sample_upward(missing, free & ~chosen, group, n_bins, keys, in_previous, upward_to_bin)
-        if missing.any():
-            problems.append(_short_classes_message(missing.sum(axis=1), class_names, "short with no higher bin to sample from"))
+    upward_to_bin, problems = _fill_short_bins(missing, free & ~chosen, group, keys, in_previous, allow_upward_sampling, class_names)
     selected = carried | chosen | (upward_to_bin >= 0)
     return SamplingResult(
         selected=_shuffled(selected, rng),
@@ -274,6 +267,20 @@ def sample_matched_frequency(
         targets=targets,
         upward_to_bin=upward_to_bin,
     )
+
+
+def _fill_short_bins(missing, leftover, group, keys, in_previous, allow_upward_sampling, class_names):
+    """Upward sampling for the bins short of their target (in place on ``missing``); the problems left."""
+    n_bins = missing.shape[1]
+    upward_to_bin = np.full(len(group), -1, np.int8)
+    problems = []
+    if missing.any() and not allow_upward_sampling:
+        problems.append(_short_classes_message(missing.sum(axis=1), class_names, "short in some bin (upward sampling is off)"))
+    elif missing.any():
+        _sample_upward(missing, leftover, group, n_bins, keys, in_previous, upward_to_bin)
+        if missing.any():
+            problems.append(_short_classes_message(missing.sum(axis=1), class_names, "short with no higher bin to sample from"))
+    return upward_to_bin, problems
 
 
 def _sample_upward(missing, leftover, group, n_bins, keys, in_previous, upward_to_bin) -> None:

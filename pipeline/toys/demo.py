@@ -35,16 +35,19 @@ import numpy as np
 
 from imagenetv2.variants import CONFIG_NAMES
 from pipeline.toys.annotators import demo_round_trip
+from pipeline.toys.colour_world import (
+    CLASSIFIERS,
+    class_codes,
+    encode_images,
+    features_of_jpeg,
+    image_codes,
+    write_image_table,
+)
 from pipeline.toys.synthetic_pool import PoolShape, SyntheticPool, make_synthetic_pool
 
 logger = logging.getLogger(__name__)
 
 RULES = CONFIG_NAMES  # the three sampling rules, from the variant table
-IMAGE_SIZE = 16
-_HALF = IMAGE_SIZE // 2
-_QUADRANTS = tuple((slice(r, r + _HALF), slice(c, c + _HALF)) for r in (0, _HALF) for c in (0, _HALF))
-PIXEL_NOISE = 12.0
-MAX_BLEND = 0.8  # how far toward the similar class an image with true selection frequency 0 is
 DEMO_SHAPE = PoolShape(
     n_classes=1000, candidates_per_class=28, originals_per_class=8, positive_controls=8, negative_controls=2,
     grid=28, annotators=15, workers=400, spammer_fraction=0.03, rejected_fraction=0.01, candidate_beta=(1.8, 1.1),
@@ -52,96 +55,6 @@ DEMO_SHAPE = PoolShape(
 MIN_CONTROL_ACCURACY = 0.65
 PER_CLASS = 3
 MIN_ORIGINALS_PER_CLASS = 6
-
-
-@dataclass(frozen=True)
-class ColourClassifier:
-    """A nearest-prototype classifier on the mean colours of the image's four quadrants.
-
-    Its prototypes are the class codes plus Gaussian noise (``prototype_noise``), and it adds
-    ``feature_noise`` to what it sees: more noise, a weaker model.
-    """
-
-    name: str
-    prototype_noise: float
-    feature_noise: float
-    seed: int
-
-    def predict(self, features: np.ndarray, codes: np.ndarray) -> np.ndarray:
-        rng = np.random.default_rng(self.seed)
-        prototypes = codes + rng.normal(0, self.prototype_noise, codes.shape)
-        seen = features + rng.normal(0, self.feature_noise, features.shape)
-        out = np.empty(len(seen), np.int64)
-        squared = (prototypes**2).sum(axis=1)
-        for start in range(0, len(seen), 4096):
-            chunk = seen[start : start + 4096]
-            out[start : start + 4096] = np.argmin(squared[None, :] - 2 * chunk @ prototypes.T, axis=1)
-        return out
-
-
-CLASSIFIERS = (
-    ColourClassifier("colour-a (strongest)", 3.0, 3.0, 1),
-    ColourClassifier("colour-b", 10.0, 10.0, 2),
-    ColourClassifier("colour-c", 14.0, 14.0, 3),
-    ColourClassifier("colour-d", 18.0, 18.0, 4),
-    ColourClassifier("colour-e (weakest)", 24.0, 24.0, 5),
-)
-
-
-# --- the synthetic inputs --------------------------------------------------------------------
-
-
-def class_codes(n_classes: int, seed: int) -> np.ndarray:
-    """The four RGB colours (12 numbers, one per quadrant) that code each class."""
-    return np.random.default_rng([seed, 7]).uniform(30, 225, (n_classes, 12))
-
-
-def image_codes(pool: SyntheticPool, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The noiseless 12-number code of every candidate and original, blended toward a similar class."""
-    from pipeline.toys.synthetic_pool import _negative_control_classes
-
-    similar = _negative_control_classes(pool.wnids)
-
-    def blend(classes, true_sf):
-        t = (MAX_BLEND * (1 - true_sf))[:, None]
-        return (1 - t) * codes[classes] + t * codes[similar[classes]]
-
-    return blend(pool.candidate_class, pool.candidate_true_sf), blend(pool.original_class, pool.original_true_sf)
-
-
-def encode_images(codes12: np.ndarray, seed: int, progress) -> list[bytes]:
-    """One 16×16 JPEG per image: quadrant q (row-major) has colour ``codes12[:, 3q:3q+3]``, plus noise."""
-    from pipeline.toys.synthetic import encode_jpeg
-
-    rng = np.random.default_rng([seed, 11])
-    encoded = []
-    for start in progress(range(0, len(codes12), 1024)):
-        block = codes12[start : start + 1024]
-        pixels = np.empty((len(block), IMAGE_SIZE, IMAGE_SIZE, 3))
-        for q, (rows, cols) in enumerate(_QUADRANTS):
-            pixels[:, rows, cols] = block[:, None, None, 3 * q : 3 * q + 3]
-        pixels += rng.normal(0, PIXEL_NOISE, pixels.shape)
-        encoded.extend(encode_jpeg(array, quality=90) for array in np.clip(pixels, 0, 255).astype(np.uint8))
-    return encoded
-
-
-def write_image_table(path: Path, id_column: str, ids, images: list[bytes]) -> Path:
-    """An image dump as a downloader might leave it: a Parquet table of ids and JPEG bytes."""
-    import pyarrow as pa
-
-    from pipeline.rebuild.tables import write_table
-
-    return write_table(pa.table({id_column: pa.array(list(ids), pa.string()), "image": pa.array(images, pa.binary())}), path)
-
-
-def features_of_jpeg(data: bytes) -> np.ndarray:
-    """The classifier's input: the mean colours of the four quadrants (12 numbers)."""
-    import io
-
-    from PIL import Image
-
-    array = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), dtype=float)
-    return np.concatenate([array[rows, cols].mean(axis=(0, 1)) for rows, cols in _QUADRANTS])
 
 
 def write_review_inputs(folder: Path, pool: SyntheticPool, seed: int) -> dict[str, Path]:
@@ -228,9 +141,7 @@ def run_demo(
 
     from pipeline.core.ownership import check_output_dir, owned_directory
     from pipeline.rebuild.build_set import build_set
-    from pipeline.rebuild.ingest import ingest
-    from pipeline.rebuild.near_duplicates.planted import demo_near_duplicates, plant_in_toy_pool
-    from pipeline.rebuild.selection_frequency import selection_frequency_stage
+    from pipeline.toys.planted_duplicates import demo_near_duplicates
 
     output = Path(output)
     check_output_dir(output, "demo")  # before any step: replaced only if a demo wrote it
@@ -241,40 +152,13 @@ def run_demo(
     progress = (lambda it: tqdm(it, leave=False, unit="batch", desc="images")) if show_progress else (lambda it: it)
     steps = _Steps(8, echo)
     with owned_directory(output, "demo") as tmp:
-        steps(f"generating a synthetic pool: {shape.n_classes * shape.candidates_per_class:,} candidates, "
-              f"{shape.n_classes * shape.originals_per_class:,} originals, {shape.annotators} workers per task")
-        pool = make_synthetic_pool(seed, shape)
-        codes = class_codes(shape.n_classes, seed)
-        candidate_codes, original_codes = image_codes(pool, codes)
-        inputs = tmp / "inputs"
-        inputs.mkdir()
-        pool.write_candidates_jsonl(inputs / "candidates.jsonl")
-        pool.write_originals_csv(inputs / "originals.csv")
-        candidate_images = encode_images(candidate_codes, seed, progress)
-        original_images = encode_images(original_codes, seed + 1, progress)
-        planted = plant_in_toy_pool(pool, candidate_images, original_images, seed)  # near-duplicates, found in step 4
-        write_image_table(inputs / "images.parquet", "candidate_id", pool.candidate_ids, candidate_images)
-        write_image_table(inputs / "originals-images.parquet", "image_id", pool.original_ids, original_images)
-        review = write_review_inputs(inputs, pool, seed)
-
-        steps("tasks -> simulated workers -> ingest --tasks: grids with hidden controls, answered as an MTurk batch")
-        crowd = demo_round_trip(pool, inputs, shape, seed, positive=MIN_ORIGINALS_PER_CLASS, echo=echo)
-        report = ingest(tmp / "pool", candidates=inputs / "candidates.jsonl", originals=inputs / "originals.csv",
-                        results=[inputs / "batch-results.csv"], images=inputs / "images.parquet", tasks=[inputs / "tasks"])
-        echo(f"      {report['annotation_rows']:,} annotations in {report['assignments']['total']:,} assignments "
-             f"({report['assignments']['Rejected']} rejected) by {report['workers']} workers")
-
-        steps(f"selection-frequency (dropping workers below {MIN_CONTROL_ACCURACY:.0%} on the controls)")
-        _, sf_report = selection_frequency_stage(tmp / "pool", min_control_accuracy=MIN_CONTROL_ACCURACY)
-        spammers = len(crowd["spammers"])
-        echo(f"      dropped {len(sf_report['worker_filter']['dropped'])} workers (the pool has {spammers} random clickers); "
-             f"mean selection frequency: candidates {sf_report['mean_selection_frequency']['candidates']:.3f}, "
-             f"originals {sf_report['mean_selection_frequency']['originals_own_class']:.3f}")
-
+        world = _generate_inputs(tmp / "inputs", shape, seed, progress, steps)
+        _annotate(tmp, world, shape, seed, echo, steps)
         steps("near-duplicates on the classes with planted copies, then sample: three rules, a simulated final review, "
               "and a second revision chained from the first")
-        demo_near_duplicates(tmp, pool, planted, candidate_images, original_images, seed=seed, echo=echo)
-        revisions = _sample_all(tmp, review, per_class, seed, echo)
+        pool, original_images = world.pool, world.original_images
+        demo_near_duplicates(tmp, pool, world.planted, world.candidate_images, original_images, seed=seed, echo=echo)
+        revisions = _sample_all(tmp, world.review, per_class, seed, echo)
 
         steps("build-set: release-layout tars and the Hub-ready folder, through the ImageNetV2 builder")
         build_set(tmp / "pool", [revisions[r] for r in RULES], tmp / "sets")
@@ -283,7 +167,7 @@ def run_demo(
         loaded = _load_sets(tmp / "sets" / "hub", echo)
 
         steps(f"evaluating {len(CLASSIFIERS)} classifiers on the originals and the new sets")
-        rows, fits, correct = _evaluate(original_images, pool, codes, loaded, n_bootstrap)
+        rows, fits, correct = _evaluate(original_images, pool, world.codes, loaded, n_bootstrap)
         sets = _set_summary(pool, loaded, revisions)
 
         steps("results: table, results.json, accuracy.png, and `report` on the evaluation")
@@ -296,6 +180,60 @@ def run_demo(
     echo(f"demo finished in {seconds:.0f} s; outputs in {output}/")
     echo(f"report: {output / 'report' / 'report.md'} (tables), {output / 'report' / 'report.json'}; figures in {output / 'report' / 'figures'}/")
     return DemoResult(output, rows, fits, seconds)
+
+
+@dataclass
+class _World:
+    """The demo's synthetic inputs, shared by its steps."""
+
+    pool: SyntheticPool
+    codes: np.ndarray
+    candidate_images: list
+    original_images: list
+    planted: object
+    review: dict
+    inputs: Path
+
+
+def _generate_inputs(inputs: Path, shape: PoolShape, seed: int, progress, steps) -> _World:
+    """Step 1: the synthetic pool, its images (with planted near-duplicates) and the review inputs."""
+    from pipeline.toys.planted_duplicates import plant_in_toy_pool
+
+    steps(f"generating a synthetic pool: {shape.n_classes * shape.candidates_per_class:,} candidates, "
+          f"{shape.n_classes * shape.originals_per_class:,} originals, {shape.annotators} workers per task")
+    pool = make_synthetic_pool(seed, shape)
+    codes = class_codes(shape.n_classes, seed)
+    candidate_codes, original_codes = image_codes(pool, codes)
+    inputs.mkdir()
+    pool.write_candidates_jsonl(inputs / "candidates.jsonl")
+    pool.write_originals_csv(inputs / "originals.csv")
+    candidate_images = encode_images(candidate_codes, seed, progress)
+    original_images = encode_images(original_codes, seed + 1, progress)
+    planted = plant_in_toy_pool(pool, candidate_images, original_images, seed)  # near-duplicates, found in step 4
+    write_image_table(inputs / "images.parquet", "candidate_id", pool.candidate_ids, candidate_images)
+    write_image_table(inputs / "originals-images.parquet", "image_id", pool.original_ids, original_images)
+    review = write_review_inputs(inputs, pool, seed)
+    return _World(pool, codes, candidate_images, original_images, planted, review, inputs)
+
+
+def _annotate(tmp: Path, world: _World, shape: PoolShape, seed: int, echo, steps) -> None:
+    """Steps 2 and 3: tasks answered by simulated workers, ingest --tasks, selection frequencies."""
+    from pipeline.rebuild.ingest import ingest
+    from pipeline.rebuild.selection_frequency import selection_frequency_stage
+
+    inputs = world.inputs
+    steps("tasks -> simulated workers -> ingest --tasks: grids with hidden controls, answered as an MTurk batch")
+    crowd = demo_round_trip(world.pool, inputs, shape, seed, positive=MIN_ORIGINALS_PER_CLASS, echo=echo)
+    report = ingest(tmp / "pool", candidates=inputs / "candidates.jsonl", originals=inputs / "originals.csv",
+                    results=[inputs / "batch-results.csv"], images=inputs / "images.parquet", tasks=[inputs / "tasks"])
+    echo(f"      {report['annotation_rows']:,} annotations in {report['assignments']['total']:,} assignments "
+         f"({report['assignments']['Rejected']} rejected) by {report['workers']} workers")
+    steps(f"selection-frequency (dropping workers below {MIN_CONTROL_ACCURACY:.0%} on the controls)")
+    _, sf_report = selection_frequency_stage(tmp / "pool", min_control_accuracy=MIN_CONTROL_ACCURACY)
+    spammers = len(crowd["spammers"])
+    echo(f"      dropped {len(sf_report['worker_filter']['dropped'])} workers (the pool has {spammers} random clickers); "
+         f"mean selection frequency: candidates {sf_report['mean_selection_frequency']['candidates']:.3f}, "
+         f"originals {sf_report['mean_selection_frequency']['originals_own_class']:.3f}")
 
 
 def _sample_all(tmp: Path, review: dict, per_class: int, seed: int, echo) -> dict[str, Path]:
