@@ -30,6 +30,7 @@ def citations() -> str:
 def card_extra() -> dict:
     """The card's YAML keys besides ``configs`` and ``dataset_info``."""
     return {
+        "row_id": "ti_index",  # what identifies an image across releases (the publisher's change report)
         "license": "mit",
         "pretty_name": "CIFAR-10.1",
         "task_categories": ["image-classification"],

@@ -29,6 +29,7 @@ CITATION = _package_text(CITATION_FILE)
 def card_extra() -> dict:
     """The card's YAML besides ``configs`` and ``dataset_info``."""
     return {
+        "row_id": "candidate_id",  # what identifies an image across releases (the publisher's change report)
         "pretty_name": "ImageNetV2",
         "license": "mit",
         "task_categories": ["image-classification"],

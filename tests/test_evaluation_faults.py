@@ -15,7 +15,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-import datasets  # noqa: E402
 from pipeline.__main__ import main  # noqa: E402
 from pipeline.core.ownership import MARKER  # noqa: E402
 from pipeline.evaluation import results as R  # noqa: E402

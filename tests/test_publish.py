@@ -43,7 +43,7 @@ def folder(tmp_path):
         ConfigExport("second", toy_dataset([f"b{i}" for i in range(8)])),
     ]
     revision = json.dumps({"output_filename": "toy-b-7.json", "seed": 1}).encode()
-    return write_hub_folder(tmp_path / "toy", exports, "# Toy\n\nA toy set.", {"license": "mit"},
+    return write_hub_folder(tmp_path / "toy", exports, "# Toy\n\nA toy set.", {"license": "mit", "row_id": "candidate_id"},
                             extra_files={"revisions/first.json": revision})  # fmt: skip
 
 

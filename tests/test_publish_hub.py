@@ -158,9 +158,9 @@ def toy_revisions(tmp_path_factory):
     first = [f"a{i:02d}" for i in range(12)]
     second = [f"b{i:02d}" for i in range(8)]
     rev1 = write_hub_folder(root / "rev1", [toy_export("first", first, True), toy_export("second", second)], "# Toy\n",
-                            {"license": "mit"}, extra_files={"revisions/first.json": b'{"output_filename": "toy-b-7.json"}'})  # fmt: skip
+                            {"license": "mit", "row_id": "candidate_id"}, extra_files={"revisions/first.json": b'{"output_filename": "toy-b-7.json"}'})  # fmt: skip
     rev2 = write_hub_folder(root / "rev2", [toy_export("first", ["n0", "n1", "n2"] + first[3:], True), toy_export("second", second)],
-                            "# Toy\n", {"license": "mit"}, extra_files={"revisions/first.json": b'{"output_filename": "toy-b-8.json"}'})  # fmt: skip
+                            "# Toy\n", {"license": "mit", "row_id": "candidate_id"}, extra_files={"revisions/first.json": b'{"output_filename": "toy-b-8.json"}'})  # fmt: skip
     return rev1, rev2
 
 

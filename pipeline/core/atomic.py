@@ -38,7 +38,8 @@ def _temp_prefix(name: str) -> str:
     return f".{name}.tmp-{os.getpid()}-"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True when a process with this id exists (ours or another user's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -56,7 +57,7 @@ def remove_stale_temporaries(target: PathLike) -> list[Path]:
         return removed
     for path in target.parent.glob(f".{target.name}.tmp-*"):
         pid = path.name[len(f".{target.name}.tmp-"):].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
             else:

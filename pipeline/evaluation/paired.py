@@ -147,7 +147,8 @@ def paired_comparison(correct_a, correct_b, confidence_level: float = 0.95) -> P
 # --- from an evaluate output folder ----------------------------------------------------------
 
 
-def _results_folder(results: Path) -> tuple[Path, list[dict]]:
+def read_results_file(results: Path) -> tuple[Path, list[dict]]:
+    """The folder and the rows of a ``results.json`` (or of the folder holding it), with clear errors."""
     results = Path(results)
     path = results / RESULTS_JSON if results.is_dir() else results
     if not path.is_file():
@@ -193,7 +194,7 @@ def compare_models(results: Path, model_a: str, model_b: str, dataset: str, *, t
         raise ValueError(f"top must be 1 or 5; got {top!r}")
     if model_a == model_b:
         raise ValueError(f"--model A and --model B are both {model_a!r}; name two different models")
-    folder, rows = _results_folder(results)
+    folder, rows = read_results_file(results)
     index_a, label_a, correct_a = per_image_correct(folder, _row(rows, model_a, dataset), top)
     index_b, label_b, correct_b = per_image_correct(folder, _row(rows, model_b, dataset), top)
     if not np.array_equal(index_a, index_b):

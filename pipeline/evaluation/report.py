@@ -30,7 +30,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .paired import newcombe_difference_interval
+from .paired import newcombe_difference_interval, read_results_file
 
 logger = logging.getLogger(__name__)
 
@@ -47,20 +47,12 @@ def load_results(paths: Iterable[Path]) -> tuple[list[dict], dict[tuple[str, str
     rows: dict[tuple[str, str], dict] = {}
     folders: dict[tuple[str, str], Path] = {}
     for given in paths:
-        path = Path(given) / "results.json" if Path(given).is_dir() else Path(given)
-        if not path.is_file():
-            raise FileNotFoundError(f"{path} does not exist; pass results.json files written by `python -m pipeline evaluate`")
-        try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not JSON ({e.msg} at line {e.lineno}); pass a results.json written by `evaluate`") from None
-        if not isinstance(document, dict) or not isinstance(document.get("rows"), list):
-            raise ValueError(f"{path} has no \"rows\" list; pass a results.json written by `python -m pipeline evaluate`")
-        for row in document["rows"]:
+        folder, file_rows = read_results_file(given)
+        for row in file_rows:
             key = (row.get("model"), row.get("dataset"))
             if key in rows:
-                logger.warning("%s on %s is in more than one results file; keeping the one in %s", *key, path)
-            rows[key], folders[key] = row, path.parent
+                logger.warning("%s on %s is in more than one results file; keeping the one in %s", *key, folder)
+            rows[key], folders[key] = row, folder
     return list(rows.values()), folders
 
 
@@ -72,7 +64,9 @@ def result_row(model: str, dataset: str, role: str, correct: int, total: int, to
     >>> row["top1_accuracy"], round(row["top1_ci_low"], 4), row["top5_correct"]
     (0.9, 0.894, None)
     """
-    from metrics.clopper_pearson_accuracy.clopper_pearson_accuracy import clopper_pearson_interval
+    from metrics.clopper_pearson_accuracy.clopper_pearson_accuracy import (
+        clopper_pearson_interval,
+    )
 
     from .results import make_row
 

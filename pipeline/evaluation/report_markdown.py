@@ -27,7 +27,7 @@ def _number(value: Optional[float], digits: int = 3) -> str:
 def table2(document: Mapping) -> list[str]:
     """Table 2 of the paper: per new set, the number of models and the mean change."""
     lines = [
-        f"| new set | models | mean top-1 change (points) | mean top-5 change (points) |",
+        "| new set | models | mean top-1 change (points) | mean top-5 change (points) |",
         "|---|---:|---:|---:|",
     ]
     for name, s in document["sets"].items():

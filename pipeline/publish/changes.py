@@ -11,7 +11,6 @@ from typing import Optional
 from pipeline.publish.folder import ConfigSummary
 from pipeline.publish.names import (
     CHANGES_FILE,
-    ID_COLUMNS,
     IMAGE_SHA256,
     SECTION_END,
     SECTION_START,
@@ -86,7 +85,7 @@ class ReleaseRecord:
         payload = {
             "revision": self.name,
             "previous": self.previous,
-            "id_columns": f"{', '.join(ID_COLUMNS)}, else {IMAGE_SHA256}",
+            "id_columns": f"the card's row_id column, else {IMAGE_SHA256}",
             "configs": {
                 name: {
                     "status": c.status,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from pipeline.publish.hub import PublishError
-from pipeline.publish.names import CARD_FILENAME, ID_COLUMNS, IMAGE_SHA256
+from pipeline.publish.names import CARD_FILENAME, IMAGE_SHA256, ROW_ID_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,7 @@ class CheckedFolder:
     card_text: str
     configs: dict  # name -> ConfigSummary, in card order
     files: list  # LocalFile, sorted by path
+    row_id: Optional[str] = None  # the card's row_id: the column that identifies a row
 
     @property
     def config_names(self) -> list:
@@ -134,13 +135,16 @@ def read_revision_file_name(folder: Path, config: str) -> Optional[str]:
     return path.name
 
 
-def id_key_of(features) -> Optional[str]:
-    """How rows of a config are identified: an id column, the image bytes' sha256, or None."""
+def id_key_of(features, row_id: Optional[str] = None) -> Optional[str]:
+    """How rows of a config are identified: the card's ``row_id`` column, the image bytes' sha256, or None.
+
+    The dataset package names its id column in the card (``row_id: candidate_id`` for ImageNetV2,
+    ``ti_index`` for CIFAR-10.1); the publisher keeps no table of them.
+    """
     import datasets
 
-    for column in ID_COLUMNS:
-        if column in features:
-            return column
+    if row_id and row_id in features:
+        return row_id
     if any(isinstance(f, datasets.Image) for f in features.values()):
         return IMAGE_SHA256
     return None
@@ -181,22 +185,22 @@ def check_folder(folder, *, cache_dir: Optional[str] = None) -> CheckedFolder:
     >>> from pipeline.core.export import ConfigExport, write_hub_folder
     >>> out = pathlib.Path(tempfile.mkdtemp()) / "toy"
     >>> ds = datasets.Dataset.from_dict({"candidate_id": ["a", "b"]})
-    >>> _ = write_hub_folder(out, [ConfigExport("c", ds, default=True)], "# Toy", {"license": "mit"})
+    >>> _ = write_hub_folder(out, [ConfigExport("c", ds, default=True)], "# Toy", {"license": "mit", "row_id": "candidate_id"})
     >>> checked = check_folder(out)
     >>> checked.configs["c"].num_rows, checked.configs["c"].id_key
     (2, 'candidate_id')
     """
     folder = Path(folder)
-    card_text, metadata_configs, infos = _read_card(folder)
+    card_text, metadata_configs, infos, row_id = _read_card(folder)
     files, problems = _folder_files(folder)
     problems = _card_problems(folder / CARD_FILENAME, metadata_configs, infos) + problems
     if problems:
         raise FolderError(_problem_list(folder, problems))
-    summaries, problems = _check_configs(folder, metadata_configs, infos, cache_dir)
+    summaries, problems = _check_configs(folder, metadata_configs, infos, cache_dir, row_id)
     if problems:
         raise FolderError(_problem_list(folder, problems))
     local_files = [LocalFile.from_path(rel, folder / rel) for rel in files]
-    return CheckedFolder(folder, card_text, summaries, local_files)
+    return CheckedFolder(folder, card_text, summaries, local_files, row_id)
 
 
 def _read_card(folder: Path):
@@ -219,7 +223,7 @@ def _read_card(folder: Path):
         raise FolderError(f"the card {card_path} has invalid YAML metadata: {e}") from None
     if not card.data.get("dataset_info"):
         infos = {}
-    return card_text, metadata_configs, infos
+    return card_text, metadata_configs, infos, card.data.get(ROW_ID_KEY)
 
 
 def _card_problems(card_path: Path, metadata_configs, infos) -> list:
@@ -234,7 +238,7 @@ def _card_problems(card_path: Path, metadata_configs, infos) -> list:
     return problems
 
 
-def _check_configs(folder: Path, metadata_configs, infos, cache_dir: Optional[str]) -> tuple[dict, list]:
+def _check_configs(folder: Path, metadata_configs, infos, cache_dir: Optional[str], row_id: Optional[str]) -> tuple[dict, list]:
     """Load every config (in a temporary cache unless ``cache_dir``); its summary and its problems."""
     import datasets
 
@@ -245,7 +249,7 @@ def _check_configs(folder: Path, metadata_configs, infos, cache_dir: Optional[st
     datasets.disable_progress_bars()
     try:
         for name, entry in metadata_configs.items():
-            summary, config_problems = _check_config(folder, name, entry, infos.get(name), cache)
+            summary, config_problems = _check_config(folder, name, entry, infos.get(name), cache, row_id)
             problems += config_problems
             if summary is not None:
                 summaries[name] = summary
@@ -262,7 +266,7 @@ def _problem_list(folder: Path, problems: Sequence[str]) -> str:
     return f"refusing to push {folder}: it is not a consistent Hub-ready dataset folder:\n{lines}\nRebuild the folder (`python -m <dataset> build`) or fix the card, then push again."
 
 
-def _check_config(folder: Path, name: str, entry: Mapping, info, cache: Path):
+def _check_config(folder: Path, name: str, entry: Mapping, info, cache: Path, row_id: Optional[str] = None):
     import datasets
 
     problems = []
@@ -314,7 +318,7 @@ def _check_config(folder: Path, name: str, entry: Mapping, info, cache: Path):
     if problems:
         return None, problems
     features = next(iter(loaded.values())).features
-    key = id_key_of(features)
+    key = id_key_of(features, row_id)
     ids = collections.Counter()
     for ds in loaded.values():
         ids += _dataset_ids(ds, key)

@@ -22,9 +22,9 @@ from pipeline.publish.names import (
     CHANGES_FILE,
     DEFAULT_BRANCH,
     HUB_MANAGED_FILES,
-    ID_COLUMNS,
     IMAGE_SHA256,
     REPO_TYPE,
+    ROW_ID_KEY,
     human_size,
 )
 
@@ -113,7 +113,7 @@ def _previous_tag(api, repo_id: str, revision: str, tags_by_commit: Mapping[str,
     return None, None
 
 
-def _previous_ids(api, repo_id: str, oid: str, token, download_dir: Path) -> dict:
+def _previous_ids(api, repo_id: str, oid: str, token, download_dir: Path, row_id: Optional[str] = None) -> dict:
     """``{config: (id_key, Counter)}`` of the revision at commit ``oid`` (from its Parquet files)."""
     from datasets.utils.metadata import MetadataConfigs
     from huggingface_hub import DatasetCard
@@ -123,7 +123,9 @@ def _previous_ids(api, repo_id: str, oid: str, token, download_dir: Path) -> dic
         readme = api.hf_hub_download(repo_id, CARD_FILENAME, repo_type=REPO_TYPE, revision=oid, token=token, cache_dir=download_dir)
     except EntryNotFoundError:
         return {}
-    configs = MetadataConfigs.from_dataset_card_data(DatasetCard.load(readme).data)
+    card_data = DatasetCard.load(readme).data
+    configs = MetadataConfigs.from_dataset_card_data(card_data)
+    row_id = card_data.get(ROW_ID_KEY) or row_id  # the previous release's own, else this folder's
     remote_files = api.list_repo_files(repo_id, repo_type=REPO_TYPE, revision=oid, token=token)
     result = {}
     for name, entry in configs.items():
@@ -133,16 +135,16 @@ def _previous_ids(api, repo_id: str, oid: str, token, download_dir: Path) -> dic
             result[name] = (None, None)
             continue
         local = [api.hf_hub_download(repo_id, p, repo_type=REPO_TYPE, revision=oid, token=token, cache_dir=download_dir) for p in paths]
-        result[name] = _parquet_ids(local)
+        result[name] = _parquet_ids(local, row_id)
     return result
 
 
-def _parquet_ids(paths: Sequence[str]) -> tuple:
+def _parquet_ids(paths: Sequence[str], row_id: Optional[str]) -> tuple:
     import pyarrow.parquet as pq
 
     schema = pq.read_schema(paths[0])
     names = schema.names
-    key = next((c for c in ID_COLUMNS if c in names), None)
+    key = row_id if row_id in names else None
     ids = collections.Counter()
     if key is not None:
         for p in paths:
@@ -266,7 +268,7 @@ def _config_changes(api, repo_id: str, checked: CheckedFolder, previous_oid: Opt
     if previous_oid is not None:
         download_dir = Path(tempfile.mkdtemp(prefix="push-previous-"))
         try:
-            old = _previous_ids(api, repo_id, previous_oid, token, download_dir)
+            old = _previous_ids(api, repo_id, previous_oid, token, download_dir, checked.row_id)
         finally:
             shutil.rmtree(download_dir, ignore_errors=True)
     changes = {}

@@ -27,8 +27,9 @@ from the folder). In the card's YAML::
 
 plus a prose section, and ``revisions/changes.json`` lists the ids added and removed per config.
 
-Images are identified by ``candidate_id`` (ImageNetV2), else ``ti_index`` (CIFAR-10.1's Tiny
-Images index), else by the sha256 of the image bytes. The *previous tag* is the most recent
+Images are identified by the column the dataset package names in the card's ``row_id:``
+(``candidate_id`` for ImageNetV2, ``ti_index`` for CIFAR-10.1), else by the sha256 of the image
+bytes. The *previous tag* is the most recent
 tagged commit in the history of the target branch (of ``main`` for a new branch).
 """
 

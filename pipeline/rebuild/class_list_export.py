@@ -81,5 +81,5 @@ def write_class_list_folder(hub: Path, by_config: Mapping[str, tuple[Path, objec
         classes.check_ids({w for _, w in revision.image_filenames}, f"revision {path}")
         exports.append(ConfigExport(config, set_rows(revision.image_filenames, candidates, images, classes), default=i == 0))
         sets.append((config, revision.name, len(revision.image_filenames)))
-    extra = {"license": "other", "task_categories": ["image-classification"], "pretty_name": f"Rebuilt test sets ({len(classes)} classes)"}
+    extra = {"row_id": "candidate_id", "license": "other", "task_categories": ["image-classification"], "pretty_name": f"Rebuilt test sets ({len(classes)} classes)"}
     return write_hub_folder(hub, exports, card_body(classes, sets), extra, extra_files=dict(extra_files), command="build-set")

@@ -32,9 +32,8 @@ import logging
 import os
 import re
 from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
 

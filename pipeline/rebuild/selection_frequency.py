@@ -27,7 +27,6 @@ import pyarrow.compute as pc
 
 from pipeline.core.ownership import check_output_file, owned_files
 from pipeline.rebuild.pool import SELECTION_FREQUENCIES as OUTPUT_NAME
-from pipeline.rebuild.pool import SELECTION_FREQUENCIES_REPORT as REPORT_NAME
 from pipeline.rebuild.tables import COUNTED_STATUSES, conform, write_table
 
 logger = logging.getLogger(__name__)

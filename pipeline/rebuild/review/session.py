@@ -18,7 +18,7 @@ from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from pipeline.core.atomic import atomic_write_text
+from pipeline.core.atomic import atomic_write_text, pid_alive
 from pipeline.core.integrity import file_digest
 from pipeline.core.ownership import OutputError, check_output_dir, owner, record_files
 from pipeline.rebuild.classes import ClassList, load_classes
@@ -112,17 +112,8 @@ def _selection_frequencies(pool_root: Path) -> dict:
     }
 
 
+
 LOCK = ".review-server.pid"
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def claim_folder(output: Path) -> None:
@@ -137,7 +128,7 @@ def claim_folder(output: Path) -> None:
         pid = int(lock.read_text().strip())
     except (OSError, ValueError):
         pid = None
-    if pid is not None and pid != os.getpid() and _process_alive(pid):
+    if pid is not None and pid != os.getpid() and pid_alive(pid):
         raise ValueError(f"another review server (process {pid}) is writing to {output}; open its URL in more tabs instead, or stop it first")
     lock.write_text(f"{os.getpid()}\n")
     atexit.register(lambda: lock.unlink(missing_ok=True) if lock.is_file() and lock.read_text().strip() == str(os.getpid()) else None)
