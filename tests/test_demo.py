@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import datasets
+import blocked_imports
 import pytest
 
 from pipeline.core.ownership import owner
@@ -16,23 +17,8 @@ ROOT = Path(__file__).parents[1]
 
 # `python -m pipeline demo ...` with torch, torchvision, timm and transformers made unimportable:
 # the demo is the core install's job and must not need the eval extra.
-WITHOUT_TORCH = """
-import importlib.util, runpy, sys
-BLOCKED = ("torch", "torchvision", "timm", "transformers")
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)")
-sys.meta_path.insert(0, Block())
-find_spec = importlib.util.find_spec
-importlib.util.find_spec = lambda name, *a, **k: None if name.split(".")[0] in BLOCKED else find_spec(name, *a, **k)
-sys.argv = ["pipeline", *sys.argv[1:]]
-try:
-    runpy.run_module("pipeline", run_name="__main__", alter_sys=True)
-except SystemExit as e:
-    print("loaded:", sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
-    raise
-"""
+WITHOUT_TORCH = blocked_imports.script(report_loaded=True)
+TORCH = "torch,torchvision,timm,transformers"
 
 
 @pytest.mark.slow
@@ -41,7 +27,7 @@ def test_demo_end_to_end_without_torch(tmp_path):
     env = os.environ | {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf-home")}
     output = tmp_path / "demo"
     done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_TORCH, "demo", "--output", str(output), "--no-progress"],
+        [sys.executable, "-c", WITHOUT_TORCH, TORCH, "demo", "--output", str(output), "--no-progress"],
         cwd=tmp_path, env=env | {"PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]

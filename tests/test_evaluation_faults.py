@@ -13,6 +13,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
+import blocked_imports  # noqa: E402
 import pytest  # noqa: E402
 
 from pipeline.__main__ import main  # noqa: E402
@@ -183,25 +184,14 @@ def test_cuda_without_a_gpu_is_refused_before_any_model_runs(tmp_path, imagenetv
 # --- the eval extra -----------------------------------------------------------------------------
 
 # `python -m pipeline evaluate ...` with the eval extra's modules made unimportable
-WITHOUT_EVAL = """
-import importlib.util, runpy, sys
-BLOCKED = ("torch", "torchvision", "timm", "transformers", "matplotlib")
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)")
-sys.meta_path.insert(0, Block())
-find_spec = importlib.util.find_spec
-importlib.util.find_spec = lambda name, *a, **k: None if name.split(".")[0] in BLOCKED else find_spec(name, *a, **k)
-sys.argv = ["pipeline", *sys.argv[1:]]
-runpy.run_module("pipeline", run_name="__main__", alter_sys=True)
-"""
+WITHOUT_EVAL = blocked_imports.script()
+EVAL_EXTRA = "torch,torchvision,timm,transformers,matplotlib"
 
 
 def test_without_the_eval_extra_evaluate_says_what_to_install_at_the_start(tmp_path):
     env = os.environ | {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_EVAL, "evaluate", "--model", "timm:resnet50", "--original", "ILSVRC/imagenet-1k@validation",
+        [sys.executable, "-c", WITHOUT_EVAL, EVAL_EXTRA, "evaluate", "--model", "timm:resnet50", "--original", "ILSVRC/imagenet-1k@validation",
          "--new", "./no-such-set", "--output", str(tmp_path / "eval")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )

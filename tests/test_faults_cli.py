@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import blocked_imports
 import pytest
 
 from pipeline.__main__ import build_parser
@@ -13,19 +14,7 @@ from pipeline.__main__ import build_parser
 ROOT = Path(__file__).parents[1]
 
 # `python -m pipeline ...` with some top-level modules made unimportable, as a core install lacks them
-BLOCKING = """
-import importlib.util, runpy, sys
-BLOCKED = tuple(sys.argv[1].split(","))
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)")
-sys.meta_path.insert(0, Block())
-find_spec = importlib.util.find_spec
-importlib.util.find_spec = lambda name, *a, **k: None if name.split(".")[0] in BLOCKED else find_spec(name, *a, **k)
-sys.argv = ["pipeline", *sys.argv[2:]]
-runpy.run_module("pipeline", run_name="__main__", alter_sys=True)
-"""
+BLOCKING = blocked_imports.script()
 
 
 def run_python(code, *args, cwd, timeout=120):
