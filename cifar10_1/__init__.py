@@ -10,22 +10,11 @@ the features or the export description (``PACKAGE``) is first used.
 
 from __future__ import annotations
 
+from pipeline.core.lazy import lazy_attributes
+
 from .variants import CLASS_NAMES, CONFIG_NAMES, DEFAULT_CONFIG, VARIANTS, get_variant
 
 _LAZY = {"Cifar10_1": "builder", "Cifar10_1Config": "builder", "cifar10_1_features": "features"}
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        from importlib import import_module
-
-        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
-    elif name == "PACKAGE":
-        value = _package()
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
 
 
 def _package():
@@ -58,3 +47,6 @@ __all__ = [
     "cifar10_1_features",
     "get_variant",
 ]
+
+
+__getattr__ = lazy_attributes(__name__, _LAZY, {"PACKAGE": _package}, globals())

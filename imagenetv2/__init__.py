@@ -11,22 +11,11 @@ first used.
 
 from __future__ import annotations
 
+from pipeline.core.lazy import lazy_attributes
+
 from .variants import CONFIG_NAMES, DEFAULT_CONFIG, VARIANTS, get_variant
 
 _LAZY = {"ImageNetV2": "builder", "ImageNetV2Config": "builder"}
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        from importlib import import_module
-
-        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
-    elif name == "PACKAGE":
-        value = _package()
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
 
 
 def _package():
@@ -48,3 +37,6 @@ def _package():
 
 
 __all__ = ["CONFIG_NAMES", "DEFAULT_CONFIG", "PACKAGE", "VARIANTS", "ImageNetV2", "ImageNetV2Config", "get_variant"]
+
+
+__getattr__ = lazy_attributes(__name__, _LAZY, {"PACKAGE": _package}, globals())

@@ -22,6 +22,7 @@ MODULES = [
     "pipeline.rebuild.batch_results",
     "pipeline.toys.annotators",
     "pipeline.core.ownership",
+    "pipeline.core.lazy",
     "pipeline.commands._errors",
     "pipeline.rebuild.image_store",
     "pipeline.rebuild.sample_inputs",
